@@ -1,0 +1,190 @@
+package render
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// checkInvariants asserts what every rendered attempt must hold, whatever the
+// tau file said: suspended for Kueue, in the tenant's queue, labelled,
+// retried only by TauGrid, and restricted.
+func checkInvariants(t *testing.T, objs []client.Object) {
+	t.Helper()
+	if len(objs) == 0 {
+		t.Fatal("rendered nothing")
+	}
+	for _, o := range objs {
+		l := o.GetLabels()
+		for _, k := range []string{LabelRun, LabelManagedBy, LabelAttempt} {
+			if l[k] == "" {
+				t.Errorf("%T %s lacks label %s", o, o.GetName(), k)
+			}
+		}
+		if o.GetNamespace() != "team-a" {
+			t.Errorf("%T namespace = %q, want the tenant's team-a", o, o.GetNamespace())
+		}
+		switch w := o.(type) {
+		case *batchv1.Job:
+			if w.Spec.Suspend == nil || !*w.Spec.Suspend {
+				t.Error("Job is not suspended: Kueue must admit it")
+			}
+			if *w.Spec.BackoffLimit != 0 {
+				t.Errorf("Job backoffLimit = %d, want 0: TauGrid owns retries", *w.Spec.BackoffLimit)
+			}
+			checkQueued(t, o)
+			checkPod(t, &w.Spec.Template.Spec)
+		case *rayv1.RayJob:
+			if !w.Spec.Suspend {
+				t.Error("RayJob is not suspended: Kueue must admit it")
+			}
+			checkQueued(t, o)
+			checkPod(t, &w.Spec.RayClusterSpec.HeadGroupSpec.Template.Spec)
+			for _, g := range w.Spec.RayClusterSpec.WorkerGroupSpecs {
+				checkPod(t, &g.Template.Spec)
+			}
+			checkPod(t, &w.Spec.SubmitterPodTemplate.Spec)
+		case *corev1.Service:
+			if _, ok := l[LabelQueueName]; ok {
+				t.Error("the Service carries a queue label; only workloads go through Kueue")
+			}
+		default:
+			t.Errorf("unexpected object %T", o)
+		}
+	}
+}
+
+func checkQueued(t *testing.T, o client.Object) {
+	t.Helper()
+	if q := o.GetLabels()[LabelQueueName]; q != "runs" {
+		t.Errorf("%T queue label = %q, want runs", o, q)
+	}
+	for _, a := range []string{AnnotationCommit, AnnotationConfigDigest, AnnotationPolicyDigest} {
+		if o.GetAnnotations()[a] == "" {
+			t.Errorf("%T lacks provenance annotation %s", o, a)
+		}
+	}
+}
+
+func checkPod(t *testing.T, pod *corev1.PodSpec) {
+	t.Helper()
+	if sc := pod.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+		t.Error("pod may run as root")
+	}
+	for _, c := range slices.Concat(pod.InitContainers, pod.Containers) {
+		sc := c.SecurityContext
+		if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+			sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) {
+			t.Errorf("container %s is not restricted: %+v", c.Name, sc)
+		}
+	}
+	main := pod.Containers[0]
+	if strings.HasPrefix(main.Name, "ray-job-submitter") {
+		return
+	}
+	var names []string
+	for _, e := range main.Env {
+		if strings.HasPrefix(e.Name, "TAU_") {
+			names = append(names, e.Name)
+		}
+	}
+	want := []string{"TAU_RUN", "TAU_COMMIT", "TAU_REPOSITORY", "TAU_ATTEMPT", "TAU_OUTPUT_DIR", "TAU_CHECKPOINT_DIR"}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("container %s TAU_* environment (-want +got):\n%s", main.Name, diff)
+	}
+}
+
+func TestResolveFillsDefaultsFromPolicy(t *testing.T) {
+	pol := examplePolicy(t)
+	tests := map[string]struct {
+		tauYAML string
+		want    func(p *Plan) []any
+		wantVal []any
+	}{
+		"a bare file gets the tenant's default profile, queue, priority and run time": {
+			tauYAML: "schema_version: 1\nentrypoint: a.py\nruntime: {image: python:3}\n",
+			want: func(p *Plan) []any {
+				return []any{p.Profile.Name, p.Queue, p.PriorityClass, p.GPUs, p.CPU.String(), p.Timeout.String()}
+			},
+			wantVal: []any{"h200-1", "runs", "tau-normal", 1, "12", "24h0m0s"},
+		},
+		"a RayJob takes head sizes from its profile": {
+			tauYAML: "schema_version: 1\nentrypoint: a.py\nruntime: {image: docker.io/rayproject/ray:2}\ncompute: {workers: 2}\npolicy: {profile: h200-8}\n",
+			want: func(p *Plan) []any {
+				return []any{p.Engine, p.Workers, p.GPUs, p.HeadCPU.String(), p.HeadMemory.String()}
+			},
+			wantVal: []any{EngineRayJob, 2, 8, "4", "16Gi"},
+		},
+		"torchrun runs one process per GPU unless told otherwise": {
+			tauYAML: "schema_version: 1\nentrypoint: a.py\nruntime: {image: python:3}\nexecution: {launcher: torchrun}\ncompute: {gpus: 8, nodes: 2}\npolicy: {profile: h200-8}\n",
+			want:    func(p *Plan) []any { return []any{p.Nodes, p.ProcessesPerNode} },
+			wantVal: []any{2, 8},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			rc, err := LoadConfig("tau.yaml", []byte(tc.tauYAML))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := Resolve(rc, pol, "team-a", testRun)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.wantVal, tc.want(p)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestImageAllowListMatchesOnlyAtPathBoundaries(t *testing.T) {
+	im := ImagePolicy{Allow: []string{"docker.io/library/python", "ghcr.io/taugrid/"}}
+	tests := map[string]bool{
+		"python:3.12": true,
+		"docker.io/library/python@sha256:" + strings.Repeat("a", 64): true,
+		"ghcr.io/taugrid/tau-fetch:v1":                               true,
+		"docker.io/library/python-evil:3":                            false,
+		"ghcr.io/taugrid-evil/x:1":                                   false,
+		"pythonista/python:3":                                        false,
+		"not a reference":                                            false,
+	}
+	for image, want := range tests {
+		if got := im.allows(image); got != want {
+			t.Errorf("allows(%q) = %v, want %v", image, got, want)
+		}
+	}
+}
+
+func TestRenderedTorchrunWiresRendezvous(t *testing.T) {
+	pol := examplePolicy(t)
+	data := "schema_version: 1\nentrypoint: train.py\nruntime: {image: python:3}\nexecution: {launcher: torchrun}\ncompute: {gpus: 8, nodes: 2}\npolicy: {profile: h200-8}\n"
+	objs, err := renderFile(pol, "tau.yaml", []byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, svc := objs[0].(*batchv1.Job), objs[1].(*corev1.Service)
+	if *j.Spec.CompletionMode != batchv1.IndexedCompletion || *j.Spec.Completions != 2 || *j.Spec.Parallelism != 2 {
+		t.Errorf("Job is not an Indexed Job of 2 pods: %+v", j.Spec)
+	}
+	if j.Spec.Template.Spec.Subdomain != svc.Name || svc.Spec.ClusterIP != corev1.ClusterIPNone {
+		t.Errorf("pods are not reachable through the headless Service %s", svc.Name)
+	}
+	env := map[string]string{}
+	for _, e := range j.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	if want := "demo-7f3k2-1-0.demo-7f3k2-1"; env["MASTER_ADDR"] != want {
+		t.Errorf("MASTER_ADDR = %q, want rank 0's stable name %q", env["MASTER_ADDR"], want)
+	}
+	cmd := strings.Join(j.Spec.Template.Spec.Containers[0].Command, " ")
+	if !strings.Contains(cmd, "--nnodes=2") || !strings.Contains(cmd, "--node-rank=$(NODE_RANK)") {
+		t.Errorf("torchrun command lacks multi-node flags: %s", cmd)
+	}
+}

@@ -1,0 +1,272 @@
+package render
+
+import (
+	"fmt"
+	"github.com/distribution/reference"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// Run is what the controller knows about one attempt of a run, beyond the
+// tau file: its identity and provenance.
+type Run struct {
+	// Name is the TauRun's name; workloads are named <name>-<attempt>.
+	Name string
+	// Repository is the TauRepository's name.
+	Repository string
+	// Commit is the full SHA the run executes.
+	Commit string
+	// Target is the tau file's target: "default" for tau.yaml, else the
+	// name of tau/<target>.yaml.
+	Target string
+	// Attempt counts from 1.
+	Attempt int
+	// PolicyCommit is the platform repo commit the policy was read at.
+	PolicyCommit string
+	// ResumeFrom is the checkpoint a retry resumes from, if any.
+	ResumeFrom string
+	// Source is the archive the pod fetches the commit's tree from; nil
+	// renders no fetch step (offline rendering).
+	Source *SourceArchive
+}
+
+// SourceArchive is a content-addressed archive of a commit's tree, served by
+// the controller, that an init container fetches and verifies.
+type SourceArchive struct {
+	URL    string
+	SHA256 string
+	// Image runs the fetch; it holds no git credentials.
+	Image string
+}
+
+// Plan is a run resolved under policy: every default filled, every limit
+// checked. Rendering a Plan cannot fail.
+type Plan struct {
+	Config  *RunConfig
+	Run     Run
+	Tenant  *Tenant
+	Profile *Profile
+
+	Engine        Engine
+	Image         string
+	Queue         string
+	PriorityClass string
+
+	GPUs             int // per pod (job) or per worker (rayjob)
+	CPU, Memory      resource.Quantity
+	Nodes            int // pods of a job
+	Workers          int // Ray workers
+	HeadCPU          resource.Quantity
+	HeadMemory       resource.Quantity
+	ProcessesPerNode int
+
+	Timeout      time.Duration
+	TTL          time.Duration
+	PolicyDigest string
+	Security     Security
+}
+
+// Fallback sizes when neither the tau file nor the profile gives one.
+var (
+	fallbackCPU        = resource.MustParse("1")
+	fallbackMemory     = resource.MustParse("4Gi")
+	fallbackHeadCPU    = resource.MustParse("2")
+	fallbackHeadMemory = resource.MustParse("8Gi")
+)
+
+// Resolve applies a tenant's policy to a validated tau file: picks the
+// profile, queue and priority, fills defaults and refuses anything the policy
+// does not allow. Errors point at the tau file's field.
+func Resolve(rc *RunConfig, pol *Policy, tenant string, run Run) (*Plan, error) {
+	t := pol.Tenant(tenant)
+	if t == nil {
+		return nil, fmt.Errorf("unknown tenant %q in the platform policy", tenant)
+	}
+	c := &checker{file: rc.File, pos: rc.pos}
+	cfg := &rc.Config
+	p := &Plan{Config: rc, Run: run, Tenant: t, Engine: cfg.Engine, Image: cfg.Runtime.Image,
+		PolicyDigest: pol.Digest, Security: pol.Security, TTL: pol.Limits.TTLAfterFinished.Duration}
+	p.Profile = resolveProfile(c, pol, t, cfg)
+	p.Queue = resolveQueue(c, t, cfg.Policy.Queue)
+	p.PriorityClass = resolvePriority(c, pol, cfg.Policy.Priority)
+	checkImage(c, &pol.Images, cfg.Runtime.Image)
+	checkStorage(c, t, &cfg.Storage)
+	checkLimits(c, &pol.Limits, cfg, p)
+	if p.Profile != nil {
+		resolveCompute(c, p)
+	}
+	if err := c.errs.orNil(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func resolveProfile(c *checker, pol *Policy, t *Tenant, cfg *Config) *Profile {
+	name := cfg.Policy.Profile
+	if name == "" {
+		name = t.DefaultProfile
+	}
+	pr := pol.profile(name)
+	switch {
+	case pr == nil:
+		c.errorf("policy.profile", "unknown profile %q; tenant %s may use: %s", name, t.Name, strings.Join(tenantProfiles(pol, t), ", "))
+		return nil
+	case !t.mayUse(name):
+		c.errorf("policy.profile", "profile %q is not available to tenant %s; it may use: %s", name, t.Name, strings.Join(tenantProfiles(pol, t), ", "))
+		return nil
+	case len(pr.Engines) > 0 && !slices.Contains(pr.Engines, cfg.Engine):
+		c.errorf("engine", "profile %q does not allow engine %s", name, cfg.Engine)
+		return nil
+	}
+	return pr
+}
+
+func tenantProfiles(pol *Policy, t *Tenant) []string {
+	if len(t.Profiles) > 0 {
+		return t.Profiles
+	}
+	names := make([]string, len(pol.Profiles))
+	for i, p := range pol.Profiles {
+		names[i] = p.Name
+	}
+	return names
+}
+
+func resolveQueue(c *checker, t *Tenant, queue string) string {
+	if queue == "" {
+		return t.Queues[0]
+	}
+	if !slices.Contains(t.Queues, queue) {
+		c.errorf("policy.queue", "unknown queue %q; tenant %s submits to: %s", queue, t.Name, strings.Join(t.Queues, ", "))
+	}
+	return queue
+}
+
+func resolvePriority(c *checker, pol *Policy, name string) string {
+	for _, pr := range pol.Priorities {
+		if (name == "" && pr.Default) || (name != "" && pr.Name == name) {
+			return pr.Class
+		}
+	}
+	if name != "" {
+		names := make([]string, len(pol.Priorities))
+		for i, pr := range pol.Priorities {
+			names[i] = pr.Name
+		}
+		c.errorf("policy.priority", "unknown priority %q; expected one of: %s", name, strings.Join(names, ", "))
+	}
+	return ""
+}
+
+func checkImage(c *checker, im *ImagePolicy, image string) {
+	if !im.allows(image) {
+		c.errorf("runtime.image", "image %q is not allowed; the platform allows images from: %s", image, strings.Join(im.Allow, ", "))
+		return
+	}
+	if im.RequireDigest && !strings.Contains(image, "@sha256:") {
+		c.errorf("runtime.image", "image %q must be pinned by digest (name@sha256:...)", image)
+	}
+}
+
+// allows reports whether an image's fully qualified name starts with an
+// allowed prefix at a path boundary.
+func (im *ImagePolicy) allows(image string) bool {
+	named, err := reference.ParseNormalizedNamed(image)
+	if err != nil {
+		return false
+	}
+	full := named.String()
+	for _, prefix := range im.Allow {
+		prefix = strings.TrimSuffix(prefix, "/")
+		if rest, ok := strings.CutPrefix(full, prefix); ok && (rest == "" || strings.ContainsAny(rest[:1], "/:@")) {
+			return true
+		}
+	}
+	return false
+}
+
+func checkStorage(c *checker, t *Tenant, s *Storage) {
+	if s.DataPVC != "" && !slices.Contains(t.PVCs, s.DataPVC) {
+		c.errorf("storage.data_pvc", "claim %q is not one of tenant %s's volumes (%s)", s.DataPVC, t.Name, strings.Join(t.PVCs, ", "))
+	}
+}
+
+func checkLimits(c *checker, l *PolicyLimits, cfg *Config, p *Plan) {
+	p.Timeout = l.DefaultRunTime.Duration
+	if t := cfg.Limits.Timeout.Duration; t > 0 {
+		p.Timeout = t
+		if t > l.MaxRunTime.Duration {
+			c.errorf("limits.timeout", "%s is longer than the platform's maximum run time (%s)", cfg.Limits.Timeout, l.MaxRunTime)
+		}
+	}
+	if r := cfg.Resilience.MaxRetries; r > l.MaxRetries {
+		c.errorf("resilience.max_retries", "%d retries exceed the platform's limit of %d", r, l.MaxRetries)
+	}
+	size := 0
+	for k, v := range cfg.Runtime.Env {
+		size += len(k) + len(v)
+	}
+	if size > l.MaxEnvBytes {
+		c.errorf("runtime.env", "environment is %d bytes; the platform's limit is %d", size, l.MaxEnvBytes)
+	}
+}
+
+// resolveCompute fills sizes from the profile and checks them against its
+// caps.
+func resolveCompute(c *checker, p *Plan) {
+	cp, pr := &p.Config.Compute, p.Profile
+	p.CPU = quantityOr(cp.CPU, pr.Defaults.CPU, fallbackCPU)
+	p.Memory = quantityOr(cp.Memory, pr.Defaults.Memory, fallbackMemory)
+	switch p.Engine {
+	case EngineJob:
+		p.GPUs = intOr(cp.GPUs, pr.Defaults.GPUs)
+		p.Nodes = max(cp.Nodes, 1)
+		p.ProcessesPerNode = p.Config.Execution.ProcessesPerNode
+		if p.ProcessesPerNode == 0 {
+			p.ProcessesPerNode = max(p.GPUs, 1)
+		}
+		checkCaps(c, pr, "compute.gpus", p.GPUs, "compute.nodes", p.Nodes)
+	case EngineRayJob:
+		p.GPUs = intOr(cp.GPUsPerWorker, pr.Defaults.GPUs)
+		p.Workers = max(cp.Workers, 1)
+		var head HeadResources
+		if cp.Head != nil {
+			head = *cp.Head
+		}
+		p.HeadCPU = quantityOr(head.CPU, pr.Defaults.HeadCPU, fallbackHeadCPU)
+		p.HeadMemory = quantityOr(head.Memory, pr.Defaults.HeadMemory, fallbackHeadMemory)
+		checkCaps(c, pr, "compute.gpus_per_worker", p.GPUs, "compute.workers", p.Workers)
+	}
+}
+
+func checkCaps(c *checker, pr *Profile, gpuField string, gpus int, podField string, pods int) {
+	if pods > pr.MaxNodes {
+		c.errorf(podField, "%d exceeds profile %q's limit of %d", pods, pr.Name, pr.MaxNodes)
+		return
+	}
+	if total := gpus * pods; total > pr.MaxGPUs {
+		c.errorf(gpuField, "%d GPUs in all exceed profile %q's limit of %d", total, pr.Name, pr.MaxGPUs)
+	}
+}
+
+// quantityOr returns the first of the tau file's and the profile's values
+// that is set, else the fallback.
+func quantityOr(fromConfig, fromProfile *resource.Quantity, fallback resource.Quantity) resource.Quantity {
+	switch {
+	case fromConfig != nil:
+		return fromConfig.DeepCopy()
+	case fromProfile != nil:
+		return fromProfile.DeepCopy()
+	}
+	return fallback.DeepCopy()
+}
+
+func intOr(v *int, def int) int {
+	if v != nil {
+		return *v
+	}
+	return def
+}

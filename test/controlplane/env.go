@@ -1,0 +1,334 @@
+package controlplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Options says which components to run besides etcd and kube-apiserver. Kueue's and
+// KubeRay's CRDs are always installed, read in place from the pinned modules.
+type Options struct {
+	Kueue             bool     // the real Kueue controller, frameworks batch/job and ray.io/rayjob
+	KubeRay           bool     // the real KubeRay operator
+	CRDDirectoryPaths []string // further CRD directories (TauGrid's own)
+
+	kueueArgs []string // appended to Kueue's command line; tests use them to make it fail
+}
+
+// Env is a running control plane.
+type Env struct {
+	Config     *rest.Config
+	Client     client.Client // uses Scheme
+	Scheme     *runtime.Scheme
+	Kubeconfig string // a kubeconfig file for a system:masters user
+	LogDir     string // one <component>.log per component
+
+	dir      string // everything else: data, certificates, configuration
+	testEnv  *envtest.Environment
+	children []*child
+	wrappers []*wrapper
+
+	mu       sync.Mutex // guards children, appended to concurrently
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// How long components get to become ready, and to stop before being killed.
+const (
+	apiServerStartTimeout = 60 * time.Second
+	controllerTimeout     = 90 * time.Second
+	stopGrace             = 5 * time.Second
+	startAttempts         = 3 // a free port can be taken before a component binds it
+)
+
+// ForTest starts a control plane for t and stops it when t ends. It keeps the logs
+// of a failed test and says where.
+func ForTest(t testing.TB, opts Options) *Env {
+	t.Helper()
+	e, err := Start(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("starting the control plane: %v", err)
+	}
+	t.Cleanup(func() {
+		keep := t.Failed()
+		if keep {
+			t.Logf("control-plane logs kept in %s", e.LogDir)
+		}
+		if err := e.stop(keep); err != nil {
+			t.Errorf("stopping the control plane: %v", err)
+		}
+	})
+	return e
+}
+
+// Start starts etcd and kube-apiserver, installs the CRDs, then starts Kueue and
+// KubeRay as opts asks, and returns once all of them are ready. On failure nothing
+// it started is left running, and the error names the component and its log.
+func Start(ctx context.Context, opts Options) (_ *Env, err error) {
+	binDir, err := binaryDirFor(opts)
+	if err != nil {
+		return nil, err
+	}
+	sweepStale()
+	dir, err := os.MkdirTemp("", workDirPrefix)
+	if err != nil {
+		return nil, err
+	}
+	e := &Env{dir: dir, LogDir: filepath.Join(dir, "logs"), Scheme: NewScheme()}
+	defer func() {
+		if err != nil {
+			// Keep the logs the error points at; stop the rest.
+			_ = e.stop(true)
+		}
+	}()
+	if err := e.writeOwner(); err != nil {
+		return nil, err
+	}
+	if err := e.startAPIServer(binDir); err != nil {
+		return nil, err
+	}
+	if e.Client, err = client.New(e.Config, client.Options{Scheme: e.Scheme}); err != nil {
+		return nil, err
+	}
+	if err := e.installCRDs(opts); err != nil {
+		return nil, err
+	}
+	if err := e.startControllers(ctx, binDir, opts); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// binaryDirFor finds the binaries opts needs, and setpriv.
+func binaryDirFor(opts Options) (string, error) {
+	dir, err := BinaryDir()
+	if err != nil {
+		return "", err
+	}
+	var names []string
+	if opts.Kueue {
+		names = append(names, BinKueue)
+	}
+	if opts.KubeRay {
+		names = append(names, BinKubeRay)
+	}
+	if err := RequireBinaries(dir, names...); err != nil {
+		return "", err
+	}
+	if len(deathSigPrefix) > 0 {
+		if _, err := exec.LookPath(deathSigPrefix[0]); err != nil {
+			return "", fmt.Errorf("%s (util-linux) is needed to tie etcd and kube-apiserver to the test process: %w",
+				deathSigPrefix[0], err)
+		}
+	}
+	return dir, nil
+}
+
+// startAPIServer starts etcd and kube-apiserver through envtest, each behind a
+// wrapper that gives it a parent-death signal (envtest sets none).
+func (e *Env) startAPIServer(binDir string) error {
+	if err := os.MkdirAll(e.LogDir, 0o755); err != nil {
+		return err
+	}
+	etcd, err := e.newWrapper(binDir, BinEtcd)
+	if err != nil {
+		return err
+	}
+	api, err := e.newWrapper(binDir, BinKubeAPIServer)
+	if err != nil {
+		return err
+	}
+	e.testEnv = &envtest.Environment{
+		ControlPlane: envtest.ControlPlane{
+			Etcd: &envtest.Etcd{Path: etcd.path, Out: etcd.log, Err: etcd.log,
+				DataDir: filepath.Join(e.dir, "etcd")},
+			APIServer: &envtest.APIServer{Path: api.path, Out: api.log, Err: api.log,
+				CertDir: filepath.Join(e.dir, "apiserver")},
+		},
+		Scheme:                   e.Scheme,
+		UseExistingCluster:       ptr.To(false),
+		BinaryAssetsDirectory:    binDir,
+		ControlPlaneStartTimeout: apiServerStartTimeout,
+		ControlPlaneStopTimeout:  stopGrace * 4,
+	}
+	for _, d := range []string{"etcd", "apiserver"} {
+		if err := os.MkdirAll(filepath.Join(e.dir, d), 0o700); err != nil {
+			return err
+		}
+	}
+	cfg, err := e.testEnv.Start()
+	if err != nil {
+		return blameControlPlane(err, etcd, api)
+	}
+	e.Config = cfg
+	e.Kubeconfig = filepath.Join(e.dir, "kubeconfig")
+	return os.WriteFile(e.Kubeconfig, e.testEnv.KubeConfig, 0o600)
+}
+
+// blameControlPlane names the component envtest's error is about.
+func blameControlPlane(err error, etcd, api *wrapper) error {
+	switch {
+	case strings.Contains(err.Error(), BinKubeAPIServer):
+		return &ComponentError{Component: BinKubeAPIServer, LogPath: api.logPath, Err: err}
+	case strings.Contains(err.Error(), BinEtcd):
+		return &ComponentError{Component: BinEtcd, LogPath: etcd.logPath, Err: err}
+	}
+	return fmt.Errorf("etcd and kube-apiserver (logs: %s, %s): %w", etcd.logPath, api.logPath, err)
+}
+
+// installCRDs installs KubeRay's CRDs, the extra ones and, unless Kueue runs (it
+// installs its own, with conversion pointed at it), Kueue's.
+func (e *Env) installCRDs(opts Options) error {
+	rayDir, err := KubeRayCRDDir()
+	if err != nil {
+		return err
+	}
+	dirs := append([]string{rayDir}, opts.CRDDirectoryPaths...)
+	if !opts.Kueue {
+		kueueDir, err := KueueCRDDir()
+		if err != nil {
+			return err
+		}
+		dirs = append(dirs, kueueDir)
+	}
+	crds, err := ReadCRDs(dirs...)
+	if err != nil {
+		return err
+	}
+	return InstallCRDs(e.Config, crds)
+}
+
+// startControllers starts Kueue and KubeRay side by side and waits for both.
+func (e *Env) startControllers(ctx context.Context, binDir string, opts Options) error {
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	if opts.Kueue {
+		wg.Go(func() { errs[0] = e.startKueue(ctx, binDir, opts.kueueArgs) })
+	}
+	if opts.KubeRay {
+		wg.Go(func() { errs[1] = e.startKubeRay(ctx, binDir) })
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// startKueue installs Kueue's CRDs, prepares its certificates and starts it, with
+// new ports if one was taken meanwhile.
+func (e *Env) startKueue(ctx context.Context, binDir string, extraArgs []string) error {
+	for attempt := 1; ; attempt++ {
+		k, err := NewKueue(filepath.Join(binDir, BinKueue), e.Kubeconfig, filepath.Join(e.dir, "kueue"))
+		if err != nil {
+			return err
+		}
+		k.ExtraArgs = extraArgs
+		crds, err := k.CRDs()
+		if err != nil {
+			return err
+		}
+		if err := InstallCRDs(e.Config, crds); err != nil {
+			return fmt.Errorf("kueue: installing its CRDs: %w", err)
+		}
+		if err := k.Prepare(ctx, e.Client); err != nil {
+			return err
+		}
+		err = e.run(ctx, BinKueue, k.Binary, k.Args(), k.ReadyURL())
+		if err == nil || attempt == startAttempts || !addrInUse(err) {
+			return err
+		}
+	}
+}
+
+// startKubeRay starts the KubeRay operator, with a new port if one was taken.
+func (e *Env) startKubeRay(ctx context.Context, binDir string) error {
+	for attempt := 1; ; attempt++ {
+		r, err := NewKubeRay(filepath.Join(binDir, BinKubeRay), e.Kubeconfig)
+		if err != nil {
+			return err
+		}
+		err = e.run(ctx, BinKubeRay, r.Binary, r.Args(), r.ReadyURL())
+		if err == nil || attempt == startAttempts || !addrInUse(err) {
+			return err
+		}
+	}
+}
+
+// run starts a component and waits until readyURL answers. A component that fails
+// is stopped and its log kept.
+func (e *Env) run(ctx context.Context, name, path string, args []string, readyURL string) error {
+	logPath := filepath.Join(e.LogDir, name+".log")
+	c, err := startChild(name, logPath, path, args...)
+	if err != nil {
+		return err
+	}
+	if err := c.waitReady(ctx, readyURL, controllerTimeout); err != nil {
+		c.stop(stopGrace)
+		return err
+	}
+	e.mu.Lock()
+	e.children = append(e.children, c)
+	e.mu.Unlock()
+	return nil
+}
+
+// Stop stops every component, waits for them to exit, and removes the control
+// plane's files (its logs too, unless TAU_KEEP_LOGS is set). It is idempotent.
+func (e *Env) Stop() error {
+	return e.stop(os.Getenv("TAU_KEEP_LOGS") != "")
+}
+
+func (e *Env) stop(keepLogs bool) error {
+	e.stopOnce.Do(func() {
+		var errs []error
+		e.mu.Lock()
+		children := e.children
+		e.mu.Unlock()
+		for i := len(children) - 1; i >= 0; i-- {
+			children[i].stop(stopGrace)
+		}
+		if e.testEnv != nil {
+			if err := e.testEnv.Stop(); err != nil {
+				errs = append(errs, fmt.Errorf("stopping etcd and kube-apiserver: %w", err))
+			}
+		}
+		// envtest signals only the process it started, and not at all when its start
+		// failed half-way; finish the job for each process group it ran.
+		for _, w := range e.wrappers {
+			w.kill()
+		}
+		errs = append(errs, e.removeFiles(keepLogs))
+		e.stopErr = errors.Join(errs...)
+	})
+	return e.stopErr
+}
+
+// removeFiles deletes the work directory, or all of it but the logs.
+func (e *Env) removeFiles(keepLogs bool) error {
+	if !keepLogs {
+		return os.RemoveAll(e.dir)
+	}
+	entries, err := os.ReadDir(e.dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, entry := range entries {
+		if entry.Name() != filepath.Base(e.LogDir) {
+			errs = append(errs, os.RemoveAll(filepath.Join(e.dir, entry.Name())))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -109,11 +109,26 @@ func expandedSize(n *yaml.Node, memo map[*yaml.Node]int) int {
 
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
+// parserProblems are the YAML parser's (not scanner's) errors, whose line
+// go.yaml.in/yaml/v3 reports 0-based: the line where the unfinished
+// mapping, list or node starts.
+var parserProblems = map[string]bool{
+	"did not find expected ',' or ']'":    true,
+	"did not find expected ',' or '}'":    true,
+	"did not find expected '-' indicator": true,
+	"did not find expected key":           true,
+	"did not find expected node content":  true,
+	"found undefined tag handle":          true,
+}
+
 // syntaxError turns the YAML parser's "yaml: line N: msg" into a FieldError.
 func syntaxError(file string, err error) error {
 	msg := err.Error()
 	if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
 		line, _ := strconv.Atoi(m[1])
+		if parserProblems[m[2]] {
+			line++ // the parser reports its 0-based context line; the scanner does not
+		}
 		return &FieldError{File: file, Line: line, Col: 1, Msg: "invalid YAML: " + m[2]}
 	}
 	return &FieldError{File: file, Msg: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}

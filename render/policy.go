@@ -244,7 +244,7 @@ func validateProfiles(c *checker, profiles []Profile) {
 		if pr.MaxNodes < 1 {
 			c.errorf(at+".max_nodes", "must be at least 1, got %d", pr.MaxNodes)
 		}
-		if pr.Defaults.GPUs < 0 || pr.Defaults.GPUs > pr.MaxGPUs {
+		if pr.MaxGPUs >= 0 && (pr.Defaults.GPUs < 0 || pr.Defaults.GPUs > pr.MaxGPUs) {
 			c.errorf(at+".defaults.gpus", "must be between 0 and max_gpus (%d), got %d", pr.MaxGPUs, pr.Defaults.GPUs)
 		}
 		for j, e := range pr.Engines {

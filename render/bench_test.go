@@ -1,0 +1,42 @@
+package render
+
+import (
+	"os"
+	"testing"
+)
+
+// BenchmarkRender measures the controller's whole per-run pipeline on a tau
+// file: parse, validate, resolve under policy and render (the policy is
+// loaded once, as the controller caches it per commit).
+func BenchmarkRender(b *testing.B) {
+	pol := examplePolicy(b)
+	for name, path := range map[string]string{
+		"job":      "../examples/research/tau.yaml",
+		"torchrun": "../examples/research/tau/ddp.yaml",
+		"rayjob":   "../examples/research/tau/ray.yaml",
+	} {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := renderFile(pol, "tau.yaml", data); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkLoadPolicy measures reading the example platform policy.
+func BenchmarkLoadPolicy(b *testing.B) {
+	fsys := os.DirFS(examplePolicyDir)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := LoadPolicy(fsys); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,130 @@
+package render
+
+import (
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"testing/fstest"
+)
+
+// examplePolicyFS is the example platform policy in memory, for tests that
+// break one file at a time.
+func examplePolicyFS(t *testing.T) fstest.MapFS {
+	t.Helper()
+	fsys := fstest.MapFS{}
+	for _, f := range policyFiles {
+		data, err := os.ReadFile(examplePolicyDir + "/" + f.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fsys[f.name] = &fstest.MapFile{Data: data}
+	}
+	return fsys
+}
+
+func TestBrokenPolicyIsRefusedWithFileLineAndField(t *testing.T) {
+	tests := map[string]struct {
+		file, content string
+		want          string
+	}{
+		"a syntax error": {
+			file: "tenants.yaml", content: "tenants:\n- name: [team-a\n",
+			want: "tenants.yaml:2:1: invalid YAML: did not find expected ',' or ']'",
+		},
+		"an unknown key in a profile": {
+			file: "profiles.yaml", content: "profiles:\n- name: cpu\n  max_gpu: 0\n  max_nodes: 1\n",
+			want: `profiles.yaml:3:3: profiles[0].max_gpu: unknown field (did you mean "max_gpus"?)`,
+		},
+		"a tenant whose default profile does not exist": {
+			file: "tenants.yaml", content: "tenants:\n- name: team-a\n  namespace: team-a\n  queues: [runs]\n  default_profile: a100\n",
+			want: `tenants.yaml:5:20: tenants[0].default_profile: unknown profile "a100"`,
+		},
+		"a tenant allowed a profile that does not exist": {
+			file: "tenants.yaml", content: "tenants:\n- name: team-a\n  namespace: team-a\n  queues: [runs]\n  default_profile: cpu\n  profiles: [cpu, tpu]\n",
+			want: `tenants.yaml:6:19: tenants[0].profiles[1]: unknown profile "tpu"`,
+		},
+		"two tenants in one namespace": {
+			file: "tenants.yaml", content: "tenants:\n- {name: a, namespace: ns, queues: [q], default_profile: cpu}\n- {name: b, namespace: ns, queues: [q], default_profile: cpu}\n",
+			want: `tenants.yaml:3:24: tenants[1].namespace: "ns" is declared twice`,
+		},
+		"a tenant with no queue": {
+			file: "tenants.yaml", content: "tenants:\n- {name: a, namespace: a, default_profile: cpu}\n",
+			want: `tenants.yaml:2:3: tenants[0].queues: required: the tenant's Kueue LocalQueue`,
+		},
+		"a negative GPU cap": {
+			file: "profiles.yaml", content: "profiles:\n- name: cpu\n  max_gpus: -1\n  max_nodes: 1\n",
+			want: "profiles.yaml:3:13: profiles[0].max_gpus: must be at least 0, got -1",
+		},
+		"a default above the profile's cap": {
+			file: "profiles.yaml", content: "profiles:\n- name: cpu\n  max_gpus: 1\n  max_nodes: 1\n  defaults: {gpus: 2}\n",
+			want: "profiles.yaml:5:20: profiles[0].defaults.gpus: must be between 0 and max_gpus (1), got 2",
+		},
+		"an empty image allow-list": {
+			file: "images.yaml", content: "allow: []\n",
+			want: "images.yaml:1:8: allow: empty: no image could run; list the registry prefixes runs may use",
+		},
+		"two default priorities": {
+			file: "priorities.yaml", content: "priorities:\n- {name: a, class: x, default: true}\n- {name: b, class: y, default: true}\n",
+			want: "priorities.yaml:3:32: priorities[1].default: more than one default priority",
+		},
+		"a default run time above the maximum": {
+			file: "limits.yaml", content: "max_run_time: 1h\ndefault_run_time: 2h\n",
+			want: "limits.yaml:2:19: default_run_time: 2h0m0s is longer than max_run_time (1h0m0s)",
+		},
+		"a missing required file": {
+			file: "images.yaml", content: "",
+			want: "reading policy file images.yaml: open images.yaml: file does not exist",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			fsys := examplePolicyFS(t)
+			if tc.content == "" {
+				delete(fsys, tc.file)
+			} else {
+				fsys[tc.file] = &fstest.MapFile{Data: []byte(tc.content)}
+			}
+			pol, err := LoadPolicy(fsys)
+			if err == nil {
+				t.Fatalf("policy accepted: %+v", pol)
+			}
+			if pol != nil {
+				t.Error("a broken policy returned a policy as well as an error")
+			}
+			if !slices.Contains(strings.Split(err.Error(), "\n"), tc.want) {
+				t.Errorf("errors lack %q; got:\n%v", tc.want, err)
+			}
+		})
+	}
+}
+
+func TestPolicyDigestChangesWithAnyFile(t *testing.T) {
+	fsys := examplePolicyFS(t)
+	a, err := LoadPolicy(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsys["limits.yaml"] = &fstest.MapFile{Data: append(fsys["limits.yaml"].Data, "# a comment\n"...)}
+	b, err := LoadPolicy(fsys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Digest == b.Digest {
+		t.Errorf("digest %s did not change when limits.yaml did", a.Digest)
+	}
+}
+
+func TestTenantRepositoryPatterns(t *testing.T) {
+	tn := Tenant{Repositories: []string{"https://git.example.com/team-a/*"}}
+	for url, want := range map[string]bool{
+		"https://git.example.com/team-a/llm":       true,
+		"https://git.example.com/team-a/llm/extra": false,
+		"https://git.example.com/team-b/llm":       false,
+		"https://git.example.com/team-a-evil/llm":  false,
+	} {
+		if got := tn.AllowsRepository(url); got != want {
+			t.Errorf("AllowsRepository(%q) = %v, want %v", url, got, want)
+		}
+	}
+}

@@ -78,7 +78,7 @@ func TestGeneratedBadInputGivesOneError(t *testing.T) {
 	}{
 		"a file over 1 MiB is refused before parsing": {
 			data: append([]byte(base+"# "), bytes.Repeat([]byte("x"), MaxFileSize)...),
-			want: "big.yaml: file is 1048647 bytes; the limit is 1048576 (1 MiB)",
+			want: "big.yaml:1:1: file is 1048647 bytes; the limit is 1048576 (1 MiB)",
 		},
 		"an environment larger than the platform allows": {
 			data: []byte(base + "  env:\n    BLOB: " + strings.Repeat("y", 140_000) + "\n"),

@@ -54,7 +54,7 @@ func decodeStrict(file string, data []byte, out any) (positions, error) {
 // node for a file that holds only comments or nothing.
 func parseOne(file string, data []byte) (*yaml.Node, error) {
 	if len(data) > MaxFileSize {
-		return nil, &FieldError{File: file, Msg: fmt.Sprintf("file is %d bytes; the limit is %d (1 MiB)", len(data), MaxFileSize)}
+		return nil, &FieldError{File: file, Line: 1, Col: 1, Msg: fmt.Sprintf("file is %d bytes; the limit is %d (1 MiB)", len(data), MaxFileSize)}
 	}
 	if !utf8.Valid(data) {
 		line, col := invalidUTF8At(data)
@@ -131,7 +131,7 @@ func syntaxError(file string, err error) error {
 		}
 		return &FieldError{File: file, Line: line, Col: 1, Msg: "invalid YAML: " + m[2]}
 	}
-	return &FieldError{File: file, Msg: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
+	return &FieldError{File: file, Line: 1, Col: 1, Msg: "invalid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
 }
 
 // invalidUTF8At returns the line and column of the first byte that is not

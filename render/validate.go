@@ -37,7 +37,7 @@ func LoadConfig(file string, data []byte) (*RunConfig, error) {
 	}
 	rc.pos = pos
 	if len(pos) == 0 {
-		return nil, &FieldError{File: file, Msg: "file is empty; see `tau schema` for the fields of tau.yaml"}
+		return nil, &FieldError{File: file, Line: 1, Col: 1, Msg: "file is empty; see `tau schema` for the fields of tau.yaml"}
 	}
 	v := &checker{file: file, pos: pos}
 	validateConfig(v, &rc.Config)

@@ -7,6 +7,8 @@ export CGO_CFLAGS := -Wno-deprecated-declarations
 
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+CONTROLLER_GEN_VERSION := v0.23.0
+CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
 
 .DEFAULT_GOAL := help
 
@@ -39,14 +41,21 @@ bench: ## Run the benchmarks
 	$(GO) test ./render -run '^$$' -bench . -benchmem
 
 .PHONY: generate
-generate: ## Regenerate generated files (JSON Schema)
+generate: $(CONTROLLER_GEN) ## Regenerate CRDs, deepcopy and the tau.yaml JSON Schema
+	$(CONTROLLER_GEN) object:headerFile=/dev/null paths=./api/... crd output:crd:dir=api/crds
 	$(GO) run ./cmd/tau schema > docs/tau.schema.json
 
 .PHONY: verify
-verify: generate ## Fail if generated files are stale or code is unformatted
+verify: generate ## Fail if generated files are stale, code is unformatted or go.mod untidy
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1)
-	@git diff --exit-code -- docs/tau.schema.json || (echo "generated files are stale: run make generate"; exit 1)
+	@test -z "$$(git status --porcelain -- api docs/tau.schema.json)" || \
+		(git status --short -- api docs/tau.schema.json; echo "generated files are stale: run make generate and commit"; exit 1)
 	$(GO) mod tidy -diff
+
+$(CONTROLLER_GEN):
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	@mv $(TOOLS)/controller-gen $@
 
 $(GOLANGCI_LINT):
 	@mkdir -p $(TOOLS)

@@ -20,7 +20,7 @@ func TestMain(m *testing.M) {
 
 func run(m *testing.M) int {
 	var err error
-	env, err = controlplane.Start(context.Background(), controlplane.Options{Kueue: true, KubeRay: true})
+	env, err = controlplane.Start(context.Background(), controlplane.Options{Kueue: true, KubeRay: true, CRDDirectoryPaths: []string{"../../api/crds"}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "conformance: starting the control plane:", err)
 		return 1

@@ -1,0 +1,92 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TauPlatformSpec points at the platform repo holding the policy every run
+// is rendered under.
+type TauPlatformSpec struct {
+	GitSource `json:",inline"`
+
+	// Ref is the branch or tag to follow.
+	// +kubebuilder:default=main
+	// +optional
+	Ref string `json:"ref,omitempty"`
+
+	// Path is the policy directory inside the repository.
+	// +kubebuilder:default="."
+	// +kubebuilder:validation:Pattern=`^[^/].*$|^\.$`
+	// +optional
+	Path string `json:"path,omitempty"`
+
+	// Interval between polls of the platform repo.
+	// +kubebuilder:default="1m"
+	// +optional
+	Interval metav1.Duration `json:"interval,omitempty"`
+
+	// Suspend stops polling; the last good policy stays in force.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+}
+
+// TauPlatformStatus records the policy in force.
+type TauPlatformStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready, Reconciling, Stalled.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Commit is the platform repo commit whose policy is in force: the last
+	// good one. Every render uses it and every evidence bundle records it.
+	// +optional
+	Commit string `json:"commit,omitempty"`
+
+	// PolicyDigest is the digest of the policy files at Commit.
+	// +optional
+	PolicyDigest string `json:"policyDigest,omitempty"`
+
+	// LastAttemptedCommit is the newest commit seen, good or not.
+	// +optional
+	LastAttemptedCommit string `json:"lastAttemptedCommit,omitempty"`
+
+	// LastPollTime is when the platform repo was last read.
+	// +optional
+	LastPollTime *metav1.Time `json:"lastPollTime,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Cluster,shortName=tplat,categories=tau
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`
+// +kubebuilder:printcolumn:name="Commit",type=string,JSONPath=`.status.commit`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// TauPlatform is the platform repo whose policy (tenants, profiles, images,
+// priorities, limits, queues) governs every run in the cluster.
+type TauPlatform struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   TauPlatformSpec   `json:"spec"`
+	Status TauPlatformStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// TauPlatformList is a list of TauPlatforms.
+type TauPlatformList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TauPlatform `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&TauPlatform{}, &TauPlatformList{})
+}

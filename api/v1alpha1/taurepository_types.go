@@ -1,0 +1,165 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TauRepositorySpec is a research repo to watch for runs. Its namespace is
+// the tenant.
+type TauRepositorySpec struct {
+	GitSource `json:",inline"`
+
+	// Triggers say which refs start runs.
+	// +optional
+	Triggers Triggers `json:"triggers,omitempty"`
+
+	// Interval between polls. Webhooks only shorten the wait.
+	// +kubebuilder:default="1m"
+	// +optional
+	Interval metav1.Duration `json:"interval,omitempty"`
+
+	// Webhook verifies deliveries that nudge a poll.
+	// +optional
+	Webhook *Webhook `json:"webhook,omitempty"`
+
+	// Forge reports run status back to commits and pull requests.
+	// +optional
+	Forge *Forge `json:"forge,omitempty"`
+
+	// Verification requires run refs, run tags and commits to be signed by
+	// an allowed key.
+	// +optional
+	Verification *Verification `json:"verification,omitempty"`
+
+	// Platform names the TauPlatform whose policy applies.
+	// +kubebuilder:default=default
+	// +optional
+	Platform string `json:"platform,omitempty"`
+
+	// Suspend stops polling; running runs continue.
+	// +optional
+	Suspend bool `json:"suspend,omitempty"`
+}
+
+// Triggers say which refs of a repository start runs.
+type Triggers struct {
+	// RunTags are glob patterns of tags that start a run.
+	// +kubebuilder:default={"run/*"}
+	// +optional
+	RunTags []string `json:"runTags,omitempty"`
+
+	// RunRefPrefix is where `tau run` pushes run refs.
+	// +kubebuilder:default="refs/tau/runs/"
+	// +kubebuilder:validation:Pattern=`^refs/.+/$`
+	// +optional
+	RunRefPrefix string `json:"runRefPrefix,omitempty"`
+
+	// Branches are watched: a new commit that changes a tau file starts a run.
+	// +optional
+	Branches []string `json:"branches,omitempty"`
+}
+
+// Webhook holds the secret a forge signs deliveries with.
+type Webhook struct {
+	// SecretRef names a Secret with key "token".
+	SecretRef LocalObjectReference `json:"secretRef"`
+}
+
+// ForgeType is the kind of forge status is reported to.
+// +kubebuilder:validation:Enum=github;gitea;gitlab
+type ForgeType string
+
+// Forge says where and how to report run status.
+type Forge struct {
+	Type ForgeType `json:"type"`
+
+	// APIURL is the forge's API base URL, for self-hosted forges.
+	// +optional
+	APIURL string `json:"apiURL,omitempty"`
+
+	// SecretRef names a Secret with key "token" (or a GitHub App's
+	// "appID", "installationID" and "privateKey").
+	SecretRef LocalObjectReference `json:"secretRef"`
+
+	// CheckRuns reports GitHub check runs instead of commit statuses.
+	// +optional
+	CheckRuns bool `json:"checkRuns,omitempty"`
+}
+
+// Verification lists the keys allowed to sign.
+type Verification struct {
+	// Mode is the signature format required.
+	// +kubebuilder:validation:Enum=ssh;openpgp
+	Mode string `json:"mode"`
+
+	// SecretRef names a Secret whose values are allowed public keys.
+	SecretRef LocalObjectReference `json:"secretRef"`
+}
+
+// TauRepositoryStatus is what the controller last saw of the repository.
+type TauRepositoryStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready, Reconciling, Stalled.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Branches holds the last commit seen on each watched branch, so a
+	// poll can tell which commits are new.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Branches []BranchHead `json:"branches,omitempty"`
+
+	// RefCount is how many refs the last poll listed.
+	// +optional
+	RefCount int `json:"refCount,omitempty"`
+
+	// LastPollTime is when the repository was last listed.
+	// +optional
+	LastPollTime *metav1.Time `json:"lastPollTime,omitempty"`
+
+	// LastHandledNudge is the value of the nudge annotation last acted on.
+	// +optional
+	LastHandledNudge string `json:"lastHandledNudge,omitempty"`
+}
+
+// BranchHead is a branch and the commit it pointed at.
+type BranchHead struct {
+	Name   string `json:"name"`
+	Commit string `json:"commit"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=trepo,categories=tau
+// +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Last Poll",type=date,JSONPath=`.status.lastPollTime`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// TauRepository is a research repo whose run tags, run refs and tau file
+// changes start runs in its namespace.
+type TauRepository struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   TauRepositorySpec   `json:"spec"`
+	Status TauRepositoryStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// TauRepositoryList is a list of TauRepositories.
+type TauRepositoryList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TauRepository `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&TauRepository{}, &TauRepositoryList{})
+}

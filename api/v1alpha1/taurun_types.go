@@ -1,0 +1,201 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TriggerKind says what started a run.
+// +kubebuilder:validation:Enum=RunTag;RunRef;BranchChange
+type TriggerKind string
+
+// The ways a run starts.
+const (
+	TriggerRunTag       TriggerKind = "RunTag"       // a pushed tag matching the run patterns
+	TriggerRunRef       TriggerKind = "RunRef"       // a ref under refs/tau/runs/, pushed by `tau run`
+	TriggerBranchChange TriggerKind = "BranchChange" // a commit on a watched branch that changed a tau file
+)
+
+// Trigger is the git event that requested a run.
+type Trigger struct {
+	Kind TriggerKind `json:"kind"`
+
+	// Ref is the full ref name, e.g. refs/tags/run/lr-sweep.
+	// +kubebuilder:validation:MaxLength=1024
+	Ref string `json:"ref"`
+
+	// Requester is the tagger or pusher, as git recorded them.
+	// +optional
+	Requester string `json:"requester,omitempty"`
+
+	// Overrides from a run ref's message (field path to value).
+	// +optional
+	Overrides map[string]string `json:"overrides,omitempty"`
+}
+
+// TauRunSpec is one requested run. It never changes after creation, except
+// to request cancellation.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)",message="cancellation cannot be undone"
+// +kubebuilder:validation:XValidation:rule="self.repository == oldSelf.repository && self.trigger == oldSelf.trigger && self.commit == oldSelf.commit && self.target == oldSelf.target",message="a TauRun's repository, trigger, commit and target are immutable"
+type TauRunSpec struct {
+	// Repository is the TauRepository (same namespace) the run comes from.
+	// +kubebuilder:validation:MinLength=1
+	Repository string `json:"repository"`
+
+	Trigger Trigger `json:"trigger"`
+
+	// Commit is the full SHA-1 the run executes.
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{40}$`
+	Commit string `json:"commit"`
+
+	// Target is "default" (tau.yaml) or the name of tau/<target>.yaml.
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=63
+	Target string `json:"target"`
+
+	// Cancel asks for the run to be stopped; it cannot be taken back.
+	// +optional
+	Cancel bool `json:"cancel,omitempty"`
+}
+
+// RunPhase is where a run is in its life.
+// +kubebuilder:validation:Enum=Pending;Queued;Admitted;Running;Succeeded;Failed;Cancelled
+type RunPhase string
+
+// The phases of a run, in order; the last three are final.
+const (
+	PhasePending   RunPhase = "Pending"   // accepted, not yet submitted
+	PhaseQueued    RunPhase = "Queued"    // submitted, waiting for Kueue
+	PhaseAdmitted  RunPhase = "Admitted"  // Kueue admitted it; pods starting
+	PhaseRunning   RunPhase = "Running"   // the entrypoint is running
+	PhaseSucceeded RunPhase = "Succeeded" // finished with exit code 0
+	PhaseFailed    RunPhase = "Failed"    // invalid, or failed past its retries
+	PhaseCancelled RunPhase = "Cancelled" // its ref was deleted, or it was cancelled
+)
+
+// PhaseTransition records when a run entered a phase.
+type PhaseTransition struct {
+	Phase RunPhase    `json:"phase"`
+	Time  metav1.Time `json:"time"`
+}
+
+// WorkloadStatus is what Kueue says about the run's current attempt.
+type WorkloadStatus struct {
+	// Kind and Name of the Job or RayJob.
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// Workload is the Kueue Workload's name.
+	// +optional
+	Workload string `json:"workload,omitempty"`
+	// Queue is the LocalQueue.
+	// +optional
+	Queue string `json:"queue,omitempty"`
+	// Admitted is true once Kueue admitted the workload.
+	// +optional
+	Admitted bool `json:"admitted,omitempty"`
+	// Reason is Kueue's explanation while the workload waits.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// Position in the queue, where Kueue's visibility API serves it.
+	// +optional
+	Position *int32 `json:"position,omitempty"`
+}
+
+// Attempt is one try at running the run.
+type Attempt struct {
+	Number int `json:"number"`
+	// Workload is the Job or RayJob of the attempt.
+	Workload string `json:"workload"`
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// +optional
+	EndTime *metav1.Time `json:"endTime,omitempty"`
+	// FailureClass classifies a failed attempt (UserError, OOMKilled, ...).
+	// +optional
+	FailureClass string `json:"failureClass,omitempty"`
+	// Reason is a short explanation of the outcome.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+}
+
+// TauRunStatus is the run's progress.
+type TauRunStatus struct {
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready, Reconciling, Stalled.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Phase is where the run is now.
+	// +optional
+	Phase RunPhase `json:"phase,omitempty"`
+
+	// Phases records when each phase was entered.
+	// +optional
+	Phases []PhaseTransition `json:"phases,omitempty"`
+
+	// Message says in one line what the run is doing or why it stopped,
+	// e.g. Kueue's pending reason or tau.yaml:12:5: compute.gpus: ...
+	// +optional
+	Message string `json:"message,omitempty"`
+
+	// TauFile is the tau file the run read, e.g. tau/ray.yaml.
+	// +optional
+	TauFile string `json:"tauFile,omitempty"`
+	// ConfigDigest is the digest of the tau file at the commit.
+	// +optional
+	ConfigDigest string `json:"configDigest,omitempty"`
+	// PolicyCommit is the platform repo commit the run was rendered under.
+	// +optional
+	PolicyCommit string `json:"policyCommit,omitempty"`
+	// PolicyDigest is the digest of that policy.
+	// +optional
+	PolicyDigest string `json:"policyDigest,omitempty"`
+
+	// Workload is the current attempt's Job or RayJob and its Kueue state.
+	// +optional
+	Workload *WorkloadStatus `json:"workload,omitempty"`
+
+	// Attempts lists every attempt, the current one last.
+	// +optional
+	Attempts []Attempt `json:"attempts,omitempty"`
+
+	// EvidenceURL links to the run's evidence page.
+	// +optional
+	EvidenceURL string `json:"evidenceURL,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=trun,categories=tau
+// +kubebuilder:printcolumn:name="Repository",type=string,JSONPath=`.spec.repository`
+// +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.target`
+// +kubebuilder:printcolumn:name="Commit",type=string,JSONPath=`.spec.commit`,priority=1
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+
+// TauRun is one requested run of a tau file at a commit. The controller
+// creates exactly one per (repository, ref, commit, target).
+type TauRun struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   TauRunSpec   `json:"spec"`
+	Status TauRunStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// TauRunList is a list of TauRuns.
+type TauRunList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []TauRun `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&TauRun{}, &TauRunList{})
+}

@@ -43,7 +43,7 @@ func decodeStrict(file string, data []byte, out any) (positions, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &decoder{file: file, pos: positions{}}
+	d := &decoder{file: file, pos: make(positions, 64)}
 	if root != nil {
 		d.walk(root, reflect.ValueOf(out).Elem(), "")
 	}
@@ -80,11 +80,25 @@ func parseOne(file string, data []byte) (*yaml.Node, error) {
 		return nil, nil
 	}
 	root := doc.Content[0]
-	if n := expandedSize(root, map[*yaml.Node]int{}); n > maxNodeVisits {
+	if hasAlias(root) && expandedSize(root, map[*yaml.Node]int{}) > maxNodeVisits {
 		return nil, &FieldError{File: file, Line: root.Line, Col: root.Column,
 			Msg: fmt.Sprintf("the document expands to more than %d values through anchors and aliases; write it out plainly", maxNodeVisits)}
 	}
 	return root, nil
+}
+
+// hasAlias reports whether a document uses aliases at all; most do not, and
+// then its size is simply bounded by the file's.
+func hasAlias(n *yaml.Node) bool {
+	if n.Kind == yaml.AliasNode {
+		return true
+	}
+	for _, c := range n.Content {
+		if hasAlias(c) {
+			return true
+		}
+	}
+	return false
 }
 
 // expandedSize counts the values a node stands for once every alias is

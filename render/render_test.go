@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/distribution/reference"
 	"github.com/google/go-cmp/cmp"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -156,7 +157,11 @@ func TestImageAllowListMatchesOnlyAtPathBoundaries(t *testing.T) {
 		"not a reference":                                            false,
 	}
 	for image, want := range tests {
-		if got := im.allows(image); got != want {
+		full := image
+		if named, err := reference.ParseNormalizedNamed(image); err == nil {
+			full = named.String()
+		}
+		if got := im.allows(full); got != want {
 			t.Errorf("allows(%q) = %v, want %v", image, got, want)
 		}
 	}

@@ -2,7 +2,6 @@ package render
 
 import (
 	"fmt"
-	"github.com/distribution/reference"
 	"slices"
 	"strings"
 	"time"
@@ -92,7 +91,7 @@ func Resolve(rc *RunConfig, pol *Policy, tenant string, run Run) (*Plan, error) 
 	p.Profile = resolveProfile(c, pol, t, cfg)
 	p.Queue = resolveQueue(c, t, cfg.Policy.Queue)
 	p.PriorityClass = resolvePriority(c, pol, cfg.Policy.Priority)
-	checkImage(c, &pol.Images, cfg.Runtime.Image)
+	checkImage(c, &pol.Images, rc.Image)
 	checkStorage(c, t, &cfg.Storage)
 	checkLimits(c, &pol.Limits, cfg, p)
 	if p.Profile != nil {
@@ -161,6 +160,7 @@ func resolvePriority(c *checker, pol *Policy, name string) string {
 	return ""
 }
 
+// checkImage applies the allow-list to a fully qualified image name.
 func checkImage(c *checker, im *ImagePolicy, image string) {
 	if !im.allows(image) {
 		c.errorf("runtime.image", "image %q is not allowed; the platform allows images from: %s", image, strings.Join(im.Allow, ", "))
@@ -171,14 +171,9 @@ func checkImage(c *checker, im *ImagePolicy, image string) {
 	}
 }
 
-// allows reports whether an image's fully qualified name starts with an
+// allows reports whether a fully qualified image name starts with an
 // allowed prefix at a path boundary.
-func (im *ImagePolicy) allows(image string) bool {
-	named, err := reference.ParseNormalizedNamed(image)
-	if err != nil {
-		return false
-	}
-	full := named.String()
+func (im *ImagePolicy) allows(full string) bool {
 	for _, prefix := range im.Allow {
 		prefix = strings.TrimSuffix(prefix, "/")
 		if rest, ok := strings.CutPrefix(full, prefix); ok && (rest == "" || strings.ContainsAny(rest[:1], "/:@")) {

@@ -22,6 +22,8 @@ type RunConfig struct {
 	File string
 	// Digest is "sha256:<hex>" of the file's bytes.
 	Digest string
+	// Image is runtime.image fully qualified, e.g. docker.io/library/python:3.12.
+	Image string
 
 	pos positions
 }
@@ -40,7 +42,7 @@ func LoadConfig(file string, data []byte) (*RunConfig, error) {
 		return nil, &FieldError{File: file, Line: 1, Col: 1, Msg: "file is empty; see `tau schema` for the fields of tau.yaml"}
 	}
 	v := &checker{file: file, pos: pos}
-	validateConfig(v, &rc.Config)
+	rc.Image = validateConfig(v, &rc.Config)
 	if err := v.errs.orNil(); err != nil {
 		return nil, err
 	}
@@ -99,7 +101,9 @@ var (
 	secretRefRE = regexp.MustCompile(`^([^:]+):([^:]+)$`)
 )
 
-func validateConfig(c *checker, cfg *Config) {
+// validateConfig checks a decoded tau file, filling in the inferred engine,
+// and returns the fully qualified image name.
+func validateConfig(c *checker, cfg *Config) (image string) {
 	if !c.set("schema_version") {
 		c.errorf("schema_version", "required; write `schema_version: 1` at the top")
 	} else if cfg.SchemaVersion != 1 {
@@ -115,7 +119,7 @@ func validateConfig(c *checker, cfg *Config) {
 			c.errorf(fmt.Sprintf("args[%d]", i), "argument is %d bytes; the limit is 4096", len(a))
 		}
 	}
-	validateRuntime(c, &cfg.Runtime)
+	image = validateRuntime(c, &cfg.Runtime)
 	validateCompute(c, cfg)
 	validatePolicyRequest(c, &cfg.Policy)
 	validateStorage(c, &cfg.Storage)
@@ -123,6 +127,7 @@ func validateConfig(c *checker, cfg *Config) {
 	if c.set("limits.timeout") && cfg.Limits.Timeout.Duration <= 0 {
 		c.errorf("limits.timeout", "must be a positive duration, such as 12h")
 	}
+	return image
 }
 
 // validateEngine infers the engine when it is omitted and rejects fields
@@ -153,11 +158,13 @@ func validateEngine(c *checker, cfg *Config) {
 	}
 }
 
-func validateRuntime(c *checker, rt *Runtime) {
+func validateRuntime(c *checker, rt *Runtime) (image string) {
 	if rt.Image == "" {
 		c.errorf("runtime.image", "required; name the container image to run in")
-	} else if _, err := reference.ParseNormalizedNamed(rt.Image); err != nil {
+	} else if named, err := reference.ParseNormalizedNamed(rt.Image); err != nil {
 		c.errorf("runtime.image", "invalid image reference %q: %v", rt.Image, err)
+	} else {
+		image = named.String()
 	}
 	for _, name := range sortedKeys(rt.Env) {
 		c.envName("runtime.env."+name, name)
@@ -181,6 +188,7 @@ func validateRuntime(c *checker, rt *Runtime) {
 	if rt.WorkingDir != "" && (!path.IsAbs(rt.WorkingDir) || path.Clean(rt.WorkingDir) != rt.WorkingDir) {
 		c.errorf("runtime.working_dir", "must be a clean absolute path, such as /workspace; got %q", rt.WorkingDir)
 	}
+	return image
 }
 
 func validateCompute(c *checker, cfg *Config) {

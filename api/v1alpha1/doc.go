@@ -7,17 +7,23 @@
 package v1alpha1
 
 import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/controller-runtime/pkg/scheme"
 )
 
-var (
-	// GroupVersion is the group and version of TauGrid's resources.
-	GroupVersion = schema.GroupVersion{Group: "taugrid.dev", Version: "v1alpha1"}
+// GroupVersion is the group and version of TauGrid's resources.
+var GroupVersion = schema.GroupVersion{Group: "taugrid.dev", Version: "v1alpha1"}
 
-	// SchemeBuilder registers the types with a runtime.Scheme.
-	SchemeBuilder = &scheme.Builder{GroupVersion: GroupVersion}
+// objects are this group's types, registered by each type's file.
+var objects []runtime.Object
 
-	// AddToScheme adds the types of this group to a scheme.
-	AddToScheme = SchemeBuilder.AddToScheme
-)
+// register adds types to the group; called from init in each type's file.
+func register(objs ...runtime.Object) { objects = append(objects, objs...) }
+
+// AddToScheme adds the types of this group to a scheme.
+func AddToScheme(s *runtime.Scheme) error {
+	s.AddKnownTypes(GroupVersion, objects...)
+	metav1.AddToGroupVersion(s, GroupVersion)
+	return nil
+}

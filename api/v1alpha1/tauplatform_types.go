@@ -88,5 +88,5 @@ type TauPlatformList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&TauPlatform{}, &TauPlatformList{})
+	register(&TauPlatform{}, &TauPlatformList{})
 }

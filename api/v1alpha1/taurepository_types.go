@@ -161,5 +161,5 @@ type TauRepositoryList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&TauRepository{}, &TauRepositoryList{})
+	register(&TauRepository{}, &TauRepositoryList{})
 }

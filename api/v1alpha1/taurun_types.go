@@ -197,5 +197,5 @@ type TauRunList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&TauRun{}, &TauRunList{})
+	register(&TauRun{}, &TauRunList{})
 }

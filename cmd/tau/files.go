@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -72,7 +73,7 @@ func allTauFiles(dir string) ([]tauFile, error) {
 func (f tauFile) load() (*render.RunConfig, error) {
 	data, err := os.ReadFile(f.Path)
 	if err != nil {
-		if pe, ok := err.(*os.PathError); ok {
+		if pe := (*os.PathError)(nil); errors.As(err, &pe) {
 			err = pe.Err // the path is already in the message
 		}
 		return nil, fmt.Errorf("%s: %w", f.Rel, err)

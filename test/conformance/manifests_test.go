@@ -38,7 +38,8 @@ func applyManifests(ctx context.Context, env *controlplane.Env, dir string) erro
 			if len(obj.Object) == 0 {
 				continue
 			}
-			if err := env.Client.Patch(ctx, obj, client.Apply, client.FieldOwner("taugrid-conformance"), client.ForceOwnership); err != nil {
+			ac := client.ApplyConfigurationFromUnstructured(obj)
+			if err := env.Client.Apply(ctx, ac, client.FieldOwner("taugrid-conformance"), client.ForceOwnership); err != nil {
 				return fmt.Errorf("%s: applying %s %s: %w", f, obj.GetKind(), obj.GetName(), err)
 			}
 		}

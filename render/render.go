@@ -73,6 +73,27 @@ func WorkloadName(run string, attempt int) string {
 	return fmt.Sprintf("%s-%d", run, attempt)
 }
 
+// RunOfWorkload is the inverse of WorkloadName: the run a workload belongs to.
+func RunOfWorkload(name string) (string, bool) {
+	i := strings.LastIndexByte(name, '-')
+	if i <= 0 {
+		return "", false
+	}
+	if n, err := strconv.Atoi(name[i+1:]); err != nil || n < 1 {
+		return "", false
+	}
+	return name[:i], true
+}
+
+// TargetFile is the tau file of a target: tau.yaml for "default", else
+// tau/<target>.yaml.
+func TargetFile(target string) string {
+	if target == "" || target == "default" {
+		return "tau.yaml"
+	}
+	return "tau/" + target + ".yaml"
+}
+
 func (p *Plan) objectMeta(name string) metav1.ObjectMeta {
 	labels := p.podLabels()
 	labels[LabelQueueName] = p.Queue

@@ -31,18 +31,10 @@ func resolveTargets(dir string, args []string) ([]tauFile, error) {
 			files = append(files, tauFile{Target: targetOf(a), Rel: a, Path: a})
 			continue
 		}
-		rel := targetFile(a)
+		rel := render.TargetFile(a)
 		files = append(files, tauFile{Target: a, Rel: rel, Path: filepath.Join(dir, rel)})
 	}
 	return files, nil
-}
-
-// targetFile is the tau file of a target.
-func targetFile(target string) string {
-	if target == "" || target == "default" {
-		return "tau.yaml"
-	}
-	return "tau/" + target + ".yaml"
 }
 
 func targetOf(path string) string {

@@ -1,0 +1,105 @@
+package reconciler
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+)
+
+// Builders for the objects DeriveProgress reads.
+
+func suspendedJob() *batchv1.Job {
+	return &batchv1.Job{Spec: batchv1.JobSpec{Suspend: ptr.To(true)}}
+}
+
+func runningJob() *batchv1.Job {
+	j := &batchv1.Job{Spec: batchv1.JobSpec{Suspend: ptr.To(false)}}
+	j.Status.Active, j.Status.Ready, j.Status.StartTime = 1, ptr.To[int32](1), &metav1.Time{}
+	return j
+}
+
+func finishedJob(t batchv1.JobConditionType, reason, msg string) *batchv1.Job {
+	j := runningJob()
+	j.Status.Conditions = []batchv1.JobCondition{{Type: t, Status: corev1.ConditionTrue, Reason: reason, Message: msg}}
+	return j
+}
+
+func workload(conds ...metav1.Condition) *kueue.Workload {
+	wl := &kueue.Workload{Spec: kueue.WorkloadSpec{QueueName: "runs"}}
+	wl.Status.Conditions = conds
+	return wl
+}
+
+func cond(t string, s metav1.ConditionStatus, msg string) metav1.Condition {
+	return metav1.Condition{Type: t, Status: s, Message: msg}
+}
+
+func TestDeriveProgress(t *testing.T) {
+	const noQuota = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h200, 1 more needed"
+	tests := map[string]struct {
+		obs  Observed
+		want Progress
+	}{
+		"a Job Kueue has not seen yet is queued": {
+			obs:  Observed{Job: suspendedJob()},
+			want: Progress{Phase: taugridv1.PhaseQueued, Message: "waiting for Kueue to see the workload"},
+		},
+		"a Job waiting for quota shows Kueue's reason": {
+			obs:  Observed{Job: suspendedJob(), Workload: workload(cond(kueue.WorkloadQuotaReserved, metav1.ConditionFalse, noQuota))},
+			want: Progress{Phase: taugridv1.PhaseQueued, Message: noQuota},
+		},
+		"an evicted Job is queued again with the eviction reason": {
+			obs: Observed{Job: suspendedJob(), Workload: workload(
+				cond(kueue.WorkloadEvicted, metav1.ConditionTrue, "Preempted to accommodate a higher priority Workload"),
+				cond(kueue.WorkloadQuotaReserved, metav1.ConditionFalse, noQuota))},
+			want: Progress{Phase: taugridv1.PhaseQueued, Message: "Preempted to accommodate a higher priority Workload"},
+		},
+		"an admitted Job whose pods have not started is admitted": {
+			obs:  Observed{Job: &batchv1.Job{Spec: batchv1.JobSpec{Suspend: ptr.To(false)}}, Workload: workload(cond(kueue.WorkloadAdmitted, metav1.ConditionTrue, ""))},
+			want: Progress{Phase: taugridv1.PhaseAdmitted, Message: "admitted by Kueue; starting pods", Admitted: true},
+		},
+		"an admitted Job with a ready pod is running": {
+			obs:  Observed{Job: runningJob(), Workload: workload(cond(kueue.WorkloadAdmitted, metav1.ConditionTrue, ""))},
+			want: Progress{Phase: taugridv1.PhaseRunning, Message: "running", Admitted: true},
+		},
+		"a complete Job succeeded": {
+			obs:  Observed{Job: finishedJob(batchv1.JobComplete, "", ""), Workload: workload(cond(kueue.WorkloadFinished, metav1.ConditionTrue, ""))},
+			want: Progress{Phase: taugridv1.PhaseSucceeded, Message: "succeeded", Admitted: true},
+		},
+		"a failed Job failed with its reason": {
+			obs:  Observed{Job: finishedJob(batchv1.JobFailed, "BackoffLimitExceeded", "Job has reached the specified backoff limit")},
+			want: Progress{Phase: taugridv1.PhaseFailed, Message: "failed: Job has reached the specified backoff limit (BackoffLimitExceeded)", Admitted: true},
+		},
+		"a Job past its deadline failed": {
+			obs:  Observed{Job: finishedJob(batchv1.JobFailed, "DeadlineExceeded", "")},
+			want: Progress{Phase: taugridv1.PhaseFailed, Message: "failed: DeadlineExceeded", Admitted: true},
+		},
+		"a RayJob whose Ray job runs is running": {
+			obs: Observed{RayJob: &rayv1.RayJob{Status: rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusRunning}},
+				Workload: workload(cond(kueue.WorkloadAdmitted, metav1.ConditionTrue, ""))},
+			want: Progress{Phase: taugridv1.PhaseRunning, Message: "running", Admitted: true},
+		},
+		"a RayJob whose Ray job succeeded succeeded": {
+			obs:  Observed{RayJob: &rayv1.RayJob{Status: rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusComplete, JobStatus: rayv1.JobStatusSucceeded}}},
+			want: Progress{Phase: taugridv1.PhaseSucceeded, Message: "succeeded", Admitted: true},
+		},
+		"a RayJob whose Ray job failed failed with Ray's message": {
+			obs:  Observed{RayJob: &rayv1.RayJob{Status: rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusComplete, JobStatus: rayv1.JobStatusFailed, Message: "exit code 1"}}},
+			want: Progress{Phase: taugridv1.PhaseFailed, Message: "Ray job failed: exit code 1", Admitted: true},
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, DeriveProgress(tc.obs)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,342 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/render"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+)
+
+// TauFileReader reads one file of a research repository at a commit.
+type TauFileReader interface {
+	ReadFile(ctx context.Context, repo *taugridv1.TauRepository, commit, path string) ([]byte, error)
+}
+
+// PolicyProvider returns the platform policy in force and the commit it was
+// read at.
+type PolicyProvider interface {
+	Policy(ctx context.Context, platform string) (*render.Policy, string, error)
+}
+
+// Event reasons, equal to the condition reasons they accompany.
+const (
+	ReasonSubmitted     = "Submitted"
+	ReasonInvalidConfig = "InvalidConfig"
+	ReasonCancelled     = "Cancelled"
+	ReasonQueued        = "Queued"
+	ReasonAdmitted      = "Admitted"
+	ReasonRunning       = "Running"
+	ReasonSucceeded     = "Succeeded"
+	ReasonFailed        = "Failed"
+)
+
+// RunReconciler turns a TauRun into a suspended Job or RayJob in Kueue and
+// follows it to the end.
+type RunReconciler struct {
+	client.Client
+	Scheme   *runtime.Scheme
+	Clock    clock.PassiveClock
+	Recorder events.EventRecorder
+	Files    TauFileReader
+	Policies PolicyProvider
+	// Source returns the source archive an attempt's pods fetch; nil renders
+	// no fetch step.
+	Source func(run *taugridv1.TauRun) *render.SourceArchive
+}
+
+// +kubebuilder:rbac:groups=taugrid.dev,resources=tauruns,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=taugrid.dev,resources=tauruns/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=taugrid.dev,resources=taurepositories,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=ray.io,resources=rayjobs,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile runs the steps in order and patches the status once.
+func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, err error) {
+	run := &taugridv1.TauRun{}
+	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !run.DeletionTimestamp.IsZero() || final(run.Status.Phase) {
+		return reconcile.Result{}, nil
+	}
+	base := run.DeepCopy()
+	defer func() {
+		run.Status.ObservedGeneration = run.Generation
+		if perr := r.patchStatus(ctx, base, run); perr != nil && err == nil {
+			err = perr
+		}
+	}()
+	if run.Spec.Cancel {
+		return r.reconcileCancel(ctx, run)
+	}
+	if run.Status.Workload == nil {
+		if done, err := r.reconcileSubmit(ctx, run); done || err != nil {
+			return reconcile.Result{}, err
+		}
+	}
+	return reconcile.Result{}, r.reconcileProgress(ctx, run)
+}
+
+func (r *RunReconciler) patchStatus(ctx context.Context, base, run *taugridv1.TauRun) error {
+	if equality.Semantic.DeepEqual(base.Status, run.Status) {
+		return nil
+	}
+	return client.IgnoreNotFound(r.Status().Patch(ctx, run, client.MergeFrom(base)))
+}
+
+func final(p taugridv1.RunPhase) bool {
+	return p == taugridv1.PhaseSucceeded || p == taugridv1.PhaseFailed || p == taugridv1.PhaseCancelled
+}
+
+// reconcileSubmit reads the tau file at the run's commit, renders it under
+// the policy in force and creates the workload. An invalid file or a policy
+// violation fails the run (Stalled, Ready=False) and submits nothing. It
+// reports done when the run reached a final phase.
+func (r *RunReconciler) reconcileSubmit(ctx context.Context, run *taugridv1.TauRun) (done bool, err error) {
+	r.setPhase(run, taugridv1.PhasePending, "reading "+render.TargetFile(run.Spec.Target))
+	objs, err := r.render(ctx, run)
+	if len(render.Errors(err)) > 0 {
+		r.fail(run, ReasonInvalidConfig, err.Error())
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for _, o := range objs {
+		if err := controllerutil.SetControllerReference(run, o, r.Scheme); err != nil {
+			return false, err
+		}
+		if err := r.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return false, fmt.Errorf("creating %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
+		}
+	}
+	w := objs[0]
+	run.Status.Workload = &taugridv1.WorkloadStatus{Kind: w.GetObjectKind().GroupVersionKind().Kind, Name: w.GetName(),
+		Queue: w.GetLabels()[render.LabelQueueName]}
+	run.Status.Attempts = append(run.Status.Attempts, taugridv1.Attempt{Number: 1, Workload: w.GetName()})
+	r.setPhase(run, taugridv1.PhaseQueued, "submitted to queue "+run.Status.Workload.Queue)
+	r.Recorder.Eventf(run, w, corev1.EventTypeNormal, ReasonSubmitted, "Submit", "submitted %s %s to queue %s",
+		run.Status.Workload.Kind, w.GetName(), run.Status.Workload.Queue)
+	return false, nil
+}
+
+// render loads the tau file and the policy and renders the first attempt.
+func (r *RunReconciler) render(ctx context.Context, run *taugridv1.TauRun) ([]client.Object, error) {
+	repo := &taugridv1.TauRepository{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Repository}, repo); err != nil {
+		return nil, fmt.Errorf("repository %s: %w", run.Spec.Repository, err)
+	}
+	file := render.TargetFile(run.Spec.Target)
+	data, err := r.Files.ReadFile(ctx, repo, run.Spec.Commit, file)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := render.LoadConfig(file, data)
+	if err != nil {
+		return nil, err
+	}
+	pol, commit, err := r.Policies.Policy(ctx, repo.Spec.Platform)
+	if err != nil {
+		return nil, err
+	}
+	tenant := pol.TenantForNamespace(run.Namespace)
+	if tenant == nil {
+		return nil, &render.FieldError{File: file, Line: 1, Col: 1, Msg: fmt.Sprintf("namespace %s is no tenant's in the platform policy", run.Namespace)}
+	}
+	run.Status.TauFile, run.Status.ConfigDigest = file, rc.Digest
+	run.Status.PolicyCommit, run.Status.PolicyDigest = commit, pol.Digest
+	meta := render.Run{Name: run.Name, Repository: run.Spec.Repository, Commit: run.Spec.Commit,
+		Target: run.Spec.Target, Attempt: 1, PolicyCommit: commit}
+	if r.Source != nil {
+		meta.Source = r.Source(run)
+	}
+	return render.RenderConfig(rc, pol, tenant.Name, meta)
+}
+
+// reconcileProgress follows the workload and Kueue's Workload and moves the
+// phase; sets Ready when the run ends.
+func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.TauRun) error {
+	obs, err := r.observe(ctx, run)
+	if apierrors.IsNotFound(err) {
+		r.fail(run, ReasonFailed, fmt.Sprintf("%s %s was deleted", run.Status.Workload.Kind, run.Status.Workload.Name))
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	p := DeriveProgress(obs)
+	w := run.Status.Workload
+	w.Admitted = p.Admitted
+	w.Reason = ""
+	if p.Phase == taugridv1.PhaseQueued {
+		w.Reason = p.Message
+	}
+	if obs.Workload != nil {
+		w.Workload = obs.Workload.Name
+	}
+	if p.Phase != run.Status.Phase {
+		r.Recorder.Eventf(run, nil, eventType(p.Phase), string(p.Phase), "Progress", "%s", p.Message)
+	}
+	r.setPhase(run, p.Phase, p.Message)
+	if final(p.Phase) {
+		status := metav1.ConditionTrue
+		if p.Phase != taugridv1.PhaseSucceeded {
+			status = metav1.ConditionFalse
+		}
+		r.setCondition(run, taugridv1.ConditionReady, status, string(p.Phase), p.Message)
+		r.setCondition(run, taugridv1.ConditionReconciling, metav1.ConditionFalse, string(p.Phase), p.Message)
+	}
+	return nil
+}
+
+func eventType(p taugridv1.RunPhase) string {
+	if p == taugridv1.PhaseFailed {
+		return corev1.EventTypeWarning
+	}
+	return corev1.EventTypeNormal
+}
+
+// observe reads the current attempt's workload and its Kueue Workload.
+func (r *RunReconciler) observe(ctx context.Context, run *taugridv1.TauRun) (Observed, error) {
+	var obs Observed
+	key := types.NamespacedName{Namespace: run.Namespace, Name: run.Status.Workload.Name}
+	var owner client.Object
+	switch run.Status.Workload.Kind {
+	case "RayJob":
+		obs.RayJob = &rayv1.RayJob{}
+		owner = obs.RayJob
+	default:
+		obs.Job = &batchv1.Job{}
+		owner = obs.Job
+	}
+	if err := r.Get(ctx, key, owner); err != nil {
+		return obs, err
+	}
+	var wls kueue.WorkloadList
+	if err := r.List(ctx, &wls, client.InNamespace(run.Namespace)); err != nil {
+		return obs, err
+	}
+	for i := range wls.Items {
+		if metav1.IsControlledBy(&wls.Items[i], owner) {
+			obs.Workload = &wls.Items[i]
+		}
+	}
+	return obs, nil
+}
+
+// reconcileCancel deletes the workload and reports Cancelled once its pods
+// are gone. The run's ref or tag was deleted, or someone cancelled it.
+func (r *RunReconciler) reconcileCancel(ctx context.Context, run *taugridv1.TauRun) (reconcile.Result, error) {
+	if w := run.Status.Workload; w != nil {
+		if err := r.deleteWorkload(ctx, run); err != nil {
+			return reconcile.Result{}, err
+		}
+		var pods corev1.PodList
+		if err := r.List(ctx, &pods, client.InNamespace(run.Namespace), client.MatchingLabels{render.LabelRun: run.Name}); err != nil {
+			return reconcile.Result{}, err
+		}
+		if len(pods.Items) > 0 {
+			r.setPhase(run, run.Status.Phase, fmt.Sprintf("cancelling: waiting for %d pods to stop", len(pods.Items)))
+			return reconcile.Result{RequeueAfter: time.Second}, nil
+		}
+	}
+	msg := "cancelled: its run ref or tag was deleted"
+	r.setPhase(run, taugridv1.PhaseCancelled, msg)
+	r.setCondition(run, taugridv1.ConditionReady, metav1.ConditionFalse, ReasonCancelled, msg)
+	r.setCondition(run, taugridv1.ConditionReconciling, metav1.ConditionFalse, ReasonCancelled, msg)
+	r.Recorder.Eventf(run, nil, corev1.EventTypeNormal, ReasonCancelled, "Cancel", "%s", msg)
+	return reconcile.Result{}, nil
+}
+
+func (r *RunReconciler) deleteWorkload(ctx context.Context, run *taugridv1.TauRun) error {
+	w := run.Status.Workload
+	var obj client.Object = &batchv1.Job{}
+	if w.Kind == "RayJob" {
+		obj = &rayv1.RayJob{}
+	}
+	obj.SetNamespace(run.Namespace)
+	obj.SetName(w.Name)
+	err := r.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	return client.IgnoreNotFound(err)
+}
+
+// fail ends the run as Failed with a Stalled condition: a human must act.
+func (r *RunReconciler) fail(run *taugridv1.TauRun, reason, msg string) {
+	r.setPhase(run, taugridv1.PhaseFailed, msg)
+	r.setCondition(run, taugridv1.ConditionStalled, metav1.ConditionTrue, reason, msg)
+	r.setCondition(run, taugridv1.ConditionReady, metav1.ConditionFalse, reason, msg)
+	r.setCondition(run, taugridv1.ConditionReconciling, metav1.ConditionFalse, reason, msg)
+	r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, reason, "Validate", "%s", firstLine(msg))
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// setPhase moves the run to a phase, stamping the time it entered it.
+func (r *RunReconciler) setPhase(run *taugridv1.TauRun, phase taugridv1.RunPhase, msg string) {
+	run.Status.Message = msg
+	if run.Status.Phase == phase {
+		return
+	}
+	run.Status.Phase = phase
+	run.Status.Phases = append(run.Status.Phases, taugridv1.PhaseTransition{Phase: phase, Time: metav1.NewTime(r.Clock.Now())})
+	if !final(phase) {
+		r.setCondition(run, taugridv1.ConditionReconciling, metav1.ConditionTrue, string(phase), msg)
+	}
+}
+
+func (r *RunReconciler) setCondition(run *taugridv1.TauRun, t string, s metav1.ConditionStatus, reason, msg string) {
+	apimeta.SetStatusCondition(&run.Status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason,
+		Message: msg, ObservedGeneration: run.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now())})
+}
+
+// SetupWithManager registers the reconciler: it watches TauRuns, the Jobs
+// and RayJobs they own, and Kueue's Workloads for those.
+func (r *RunReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&taugridv1.TauRun{}).
+		Owns(&batchv1.Job{}).
+		Owns(&rayv1.RayJob{}).
+		Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(workloadToRun)).
+		Complete(r)
+}
+
+// workloadToRun maps a Kueue Workload to the TauRun whose Job or RayJob owns
+// it: workloads are named <run>-<attempt>.
+func workloadToRun(_ context.Context, o client.Object) []reconcile.Request {
+	for _, ref := range o.GetOwnerReferences() {
+		if ref.Controller == nil || !*ref.Controller {
+			continue
+		}
+		if run, ok := render.RunOfWorkload(ref.Name); ok {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: run}}}
+		}
+	}
+	return nil
+}

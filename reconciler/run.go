@@ -27,9 +27,10 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
 
-// TauFileReader reads one file of a research repository at a commit.
+// TauFileReader reads one file of a research repository at a commit, which
+// ref pointed at.
 type TauFileReader interface {
-	ReadFile(ctx context.Context, repo *taugridv1.TauRepository, commit, path string) ([]byte, error)
+	ReadFile(ctx context.Context, repo *taugridv1.TauRepository, ref, commit, path string) ([]byte, error)
 }
 
 // PolicyProvider returns the platform policy in force and the commit it was
@@ -151,7 +152,7 @@ func (r *RunReconciler) render(ctx context.Context, run *taugridv1.TauRun) ([]cl
 		return nil, fmt.Errorf("repository %s: %w", run.Spec.Repository, err)
 	}
 	file := render.TargetFile(run.Spec.Target)
-	data, err := r.Files.ReadFile(ctx, repo, run.Spec.Commit, file)
+	data, err := r.Files.ReadFile(ctx, repo, run.Spec.Trigger.Ref, run.Spec.Commit, file)
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,120 @@
+package reconciler
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"strings"
+	"testing/fstest"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/gitsource"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Git is what the reconcilers need from gitsource.
+type Git interface {
+	ListRefs(ctx context.Context, r gitsource.Remote) (gitsource.RefSet, error)
+	Poll(ctx context.Context, r gitsource.Remote, prev gitsource.RefSet, t gitsource.Triggers) (gitsource.PollResult, error)
+	ReadFile(ctx context.Context, r gitsource.Remote, ref, commit, path string) ([]byte, error)
+	Archive(ctx context.Context, r gitsource.Remote, ref, commit string) (*gitsource.Archive, error)
+	OpenArchive(digest string) (*os.File, error)
+}
+
+// Keys of a git credentials Secret.
+const (
+	SecretUsername   = "username"
+	SecretPassword   = "password"
+	SecretToken      = "token"
+	SecretIdentity   = "identity"
+	SecretPassphrase = "passphrase"
+	SecretKnownHosts = "known_hosts"
+	SecretCABundle   = "ca.crt"
+)
+
+// errMissingSecret is a terminal error: a human must create the Secret.
+var errMissingSecret = errors.New("credentials Secret not found")
+
+// remoteFor builds a gitsource.Remote from a git source and, when it names
+// one, its credentials Secret in namespace.
+func remoteFor(ctx context.Context, c client.Reader, namespace string, src taugridv1.GitSource) (gitsource.Remote, error) {
+	r := gitsource.Remote{URL: src.URL}
+	if src.SecretRef == nil {
+		return r, nil
+	}
+	var s corev1.Secret
+	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: src.SecretRef.Name}, &s); err != nil {
+		if client.IgnoreNotFound(err) == nil {
+			return r, fmt.Errorf("%w: %s/%s", errMissingSecret, namespace, src.SecretRef.Name)
+		}
+		return r, err
+	}
+	d := s.Data
+	r.Auth = gitsource.Credentials{
+		Username: string(d[SecretUsername]), Password: string(d[SecretPassword]), Token: string(d[SecretToken]),
+		SSHPrivateKey: d[SecretIdentity], SSHPassphrase: string(d[SecretPassphrase]),
+		KnownHosts: d[SecretKnownHosts], CABundle: d[SecretCABundle],
+	}
+	return r, nil
+}
+
+// GitFiles reads tau files of research repositories through gitsource.
+type GitFiles struct {
+	Client client.Reader
+	Git    Git
+}
+
+// ReadFile reads path at commit, which ref pointed at.
+func (g *GitFiles) ReadFile(ctx context.Context, repo *taugridv1.TauRepository, ref, commit, path string) ([]byte, error) {
+	remote, err := remoteFor(ctx, g.Client, repo.Namespace, repo.Spec.GitSource)
+	if err != nil {
+		return nil, err
+	}
+	return g.Git.ReadFile(ctx, remote, ref, commit, path)
+}
+
+// maxPolicyArchive bounds what a platform repo may unpack into memory.
+const maxPolicyArchive = 32 << 20
+
+// treeFS unpacks a commit's source archive into an in-memory file system.
+func treeFS(ctx context.Context, g Git, remote gitsource.Remote, ref, commit string) (fstest.MapFS, error) {
+	a, err := g.Archive(ctx, remote, ref, commit)
+	if err != nil {
+		return nil, err
+	}
+	f, err := g.OpenArchive(a.Digest)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, err
+	}
+	fsys := fstest.MapFS{}
+	tr := tar.NewReader(io.LimitReader(zr, maxPolicyArchive))
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return fsys, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the archive of %s: %w", commit, err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue // directories are implied; symlinks are never followed
+		}
+		data, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, err
+		}
+		fsys[strings.TrimPrefix(path.Clean(h.Name), "/")] = &fstest.MapFile{Data: data, Mode: 0o444}
+	}
+}

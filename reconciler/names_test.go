@@ -1,0 +1,36 @@
+package reconciler
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+func TestRunNameIsDeterministicDistinctAndShort(t *testing.T) {
+	commit := strings.Repeat("a", 40)
+	a := RunName("research", "refs/tags/run/a", commit, "default")
+	if a != RunName("research", "refs/tags/run/a", commit, "default") {
+		t.Error("the same trigger gave two names")
+	}
+	others := []string{
+		RunName("research", "refs/tags/run/b", commit, "default"),
+		RunName("research", "refs/tags/run/a", strings.Repeat("b", 40), "default"),
+		RunName("research", "refs/tags/run/a", commit, "ray"),
+		RunName("research2", "refs/tags/run/a", commit, "default"),
+	}
+	for _, o := range others {
+		if o == a {
+			t.Errorf("different triggers share the name %s", a)
+		}
+	}
+	long := RunName(strings.Repeat("r", 80), "refs/tau/runs/x", commit, strings.Repeat("t", 63))
+	for _, n := range append(others, a, long) {
+		if len(n) > maxRunName || len(validation.IsDNS1123Label(n)) > 0 {
+			t.Errorf("%q is not a DNS label of at most %d characters", n, maxRunName)
+		}
+	}
+	if !strings.HasPrefix(RunName("research", "r", commit, "ray"), "research-ray-") {
+		t.Errorf("names should read repository-target-hash, got %s", RunName("research", "r", commit, "ray"))
+	}
+}

@@ -1,0 +1,276 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/gitsource"
+	"github.com/taugrid/taugrid/render"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// Labels and names for what the platform reconciler owns.
+const (
+	LabelPlatform        = "taugrid.dev/platform"
+	PlatformFieldManager = "taugrid-platform"
+	// AnnotationNudge is set by webhook intake to ask for a poll now; its
+	// value changes with every nudge.
+	AnnotationNudge = "taugrid.dev/nudged-at"
+)
+
+// Reasons of TauPlatform conditions and events.
+const (
+	ReasonPolicyApplied  = "PolicyApplied"
+	ReasonInvalidPolicy  = "InvalidPolicy"
+	ReasonGitUnavailable = "GitUnavailable"
+	ReasonRefNotFound    = "RefNotFound"
+)
+
+// PlatformReconciler keeps the cluster's policy in step with the platform
+// repo: it validates each new commit, applies its Kueue objects, and records
+// the last good commit that every render then uses.
+type PlatformReconciler struct {
+	client.Client
+	Git      Git
+	Policies *PolicyStore
+	Clock    clock.PassiveClock
+	Recorder events.EventRecorder
+}
+
+// +kubebuilder:rbac:groups=taugrid.dev,resources=tauplatforms,verbs=get;list;watch
+// +kubebuilder:rbac:groups=taugrid.dev,resources=tauplatforms/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=resourceflavors;workloadpriorityclasses;cohorts;clusterqueues;localqueues,verbs=get;list;watch;create;patch;delete
+
+// Reconcile polls the platform repo and applies a new good commit.
+func (r *PlatformReconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, err error) {
+	p := &taugridv1.TauPlatform{}
+	if err := r.Get(ctx, req.NamespacedName, p); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !p.DeletionTimestamp.IsZero() || p.Spec.Suspend {
+		return reconcile.Result{}, nil
+	}
+	base := p.DeepCopy()
+	defer func() {
+		p.Status.ObservedGeneration = p.Generation
+		if !equality.Semantic.DeepEqual(base.Status, p.Status) {
+			if perr := r.Status().Patch(ctx, p, client.MergeFrom(base)); perr != nil && err == nil {
+				err = perr
+			}
+		}
+	}()
+	commit, err := r.reconcileSource(ctx, p)
+	if err != nil || commit == "" {
+		return r.requeue(p), err
+	}
+	r.reconcilePolicy(ctx, p, commit)
+	return r.requeue(p), nil
+}
+
+// requeue polls again after the interval, with up to 10% jitter so that
+// many objects do not poll in step.
+func (r *PlatformReconciler) requeue(p *taugridv1.TauPlatform) reconcile.Result {
+	return reconcile.Result{RequeueAfter: jitter(p.Spec.Interval.Duration)}
+}
+
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		d = time.Minute
+	}
+	return d + time.Duration(rand.Int64N(int64(d)/10+1))
+}
+
+// reconcileSource finds the commit the platform ref points at. Sets
+// Stalled (RefNotFound) or Ready=False (GitUnavailable) when it cannot.
+func (r *PlatformReconciler) reconcileSource(ctx context.Context, p *taugridv1.TauPlatform) (string, error) {
+	remote, err := remoteFor(ctx, r.Client, r.Policies.Namespace, p.Spec.GitSource)
+	if err != nil {
+		r.setCondition(p, taugridv1.ConditionStalled, metav1.ConditionTrue, ReasonGitUnavailable, err.Error())
+		return "", nil
+	}
+	refs, err := r.Git.ListRefs(ctx, remote)
+	now := metav1.NewTime(r.Clock.Now())
+	p.Status.LastPollTime = &now
+	if err != nil {
+		r.setCondition(p, taugridv1.ConditionReady, metav1.ConditionFalse, ReasonGitUnavailable, err.Error())
+		if gitsource.Transient(err) {
+			return "", err
+		}
+		return "", nil
+	}
+	ref := refName(p.Spec.Ref)
+	head, ok := refs[ref]
+	if !ok {
+		r.setCondition(p, taugridv1.ConditionStalled, metav1.ConditionTrue, ReasonRefNotFound, fmt.Sprintf("%s not found in %s", ref, p.Spec.URL))
+		return "", nil
+	}
+	return head.Commit(), nil
+}
+
+// reconcilePolicy validates the policy at commit and applies its queues.
+// An invalid commit sets Stalled (InvalidPolicy) with file, line and field,
+// and leaves the last good commit in force. Sets Ready on success.
+func (r *PlatformReconciler) reconcilePolicy(ctx context.Context, p *taugridv1.TauPlatform, commit string) {
+	if commit == p.Status.LastAttemptedCommit && p.Status.ObservedGeneration == p.Generation {
+		return // nothing new; the last verdict stands
+	}
+	p.Status.LastAttemptedCommit = commit
+	remote, err := remoteFor(ctx, r.Client, r.Policies.Namespace, p.Spec.GitSource)
+	if err != nil {
+		r.invalid(p, commit, err)
+		return
+	}
+	lp, err := r.Policies.load(ctx, remote, p.Spec.Ref, commit, p.Spec.Path)
+	if err != nil {
+		r.invalid(p, commit, err)
+		return
+	}
+	objs, err := LoadQueues(lp.tree, lp.policy)
+	if err == nil {
+		err = r.applyQueues(ctx, p, objs)
+	}
+	if err != nil {
+		r.invalid(p, commit, err)
+		return
+	}
+	p.Status.Commit, p.Status.PolicyDigest = commit, lp.policy.Digest
+	msg := fmt.Sprintf("policy at %s applied: %d tenants, %d profiles, %d Kueue objects", short(commit), len(lp.policy.Tenants), len(lp.policy.Profiles), len(objs))
+	apimeta.RemoveStatusCondition(&p.Status.Conditions, taugridv1.ConditionStalled)
+	r.setCondition(p, taugridv1.ConditionReady, metav1.ConditionTrue, ReasonPolicyApplied, msg)
+	r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, ReasonPolicyApplied, "Apply", "%s", msg)
+}
+
+// invalid reports a commit whose policy was refused.
+func (r *PlatformReconciler) invalid(p *taugridv1.TauPlatform, commit string, err error) {
+	kept := "no policy is in force yet"
+	if p.Status.Commit != "" {
+		kept = "the policy at " + short(p.Status.Commit) + " stays in force"
+	}
+	msg := fmt.Sprintf("commit %s refused (%s):\n%v", short(commit), kept, err)
+	r.setCondition(p, taugridv1.ConditionStalled, metav1.ConditionTrue, ReasonInvalidPolicy, msg)
+	if p.Status.Commit == "" {
+		r.setCondition(p, taugridv1.ConditionReady, metav1.ConditionFalse, ReasonInvalidPolicy, msg)
+	}
+	r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, ReasonInvalidPolicy, "Validate", "%s", strings.ReplaceAll(msg, "\n", "; "))
+}
+
+func short(sha string) string {
+	if len(sha) > 12 {
+		return sha[:12]
+	}
+	return sha
+}
+
+// applyQueues makes the cluster hold exactly the repo's Kueue objects.
+// Tenant namespaces are created first: they are only ever added, and the
+// objects inside them cannot be checked before they exist. Every other
+// object is then checked by a server-side dry run, so the commit applies
+// whole or not at all; then applied; then what this platform applied before
+// and the repo no longer declares is pruned.
+func (r *PlatformReconciler) applyQueues(ctx context.Context, p *taugridv1.TauPlatform, objs []*unstructured.Unstructured) error {
+	var namespaces, rest []*unstructured.Unstructured
+	for _, u := range objs {
+		labels := u.GetLabels()
+		if labels == nil {
+			labels = map[string]string{}
+		}
+		labels[LabelPlatform] = p.Name
+		labels[render.LabelManagedBy] = render.ManagedBy
+		u.SetLabels(labels)
+		if u.GetKind() == "Namespace" {
+			namespaces = append(namespaces, u)
+		} else {
+			rest = append(rest, u)
+		}
+	}
+	for _, step := range []struct {
+		objs   []*unstructured.Unstructured
+		dryRun bool
+	}{{namespaces, false}, {rest, true}, {rest, false}} {
+		for _, u := range step.objs {
+			if err := r.apply(ctx, u, step.dryRun); err != nil {
+				return err
+			}
+		}
+	}
+	return r.prune(ctx, p, objs)
+}
+
+func (r *PlatformReconciler) apply(ctx context.Context, u *unstructured.Unstructured, dryRun bool) error {
+	opts := []client.ApplyOption{client.FieldOwner(PlatformFieldManager), client.ForceOwnership}
+	if dryRun {
+		opts = append(opts, client.DryRunAll)
+	}
+	if err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(u.DeepCopy()), opts...); err != nil {
+		return fmt.Errorf("%s %s: %w", u.GetKind(), qualifiedName(u), err)
+	}
+	return nil
+}
+
+func qualifiedName(u *unstructured.Unstructured) string {
+	if u.GetNamespace() != "" {
+		return u.GetNamespace() + "/" + u.GetName()
+	}
+	return u.GetName()
+}
+
+// prune deletes objects this platform applied that its repo dropped; it
+// never touches objects without its label.
+func (r *PlatformReconciler) prune(ctx context.Context, p *taugridv1.TauPlatform, keep []*unstructured.Unstructured) error {
+	want := map[string]bool{}
+	for _, u := range keep {
+		want[u.GetKind()+"/"+qualifiedName(u)] = true
+	}
+	for _, gvk := range queueKinds {
+		if !prunable(gvk) {
+			continue
+		}
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := r.List(ctx, list, client.MatchingLabels{LabelPlatform: p.Name}); err != nil {
+			if apimeta.IsNoMatchError(err) {
+				continue
+			}
+			return err
+		}
+		for i := range list.Items {
+			u := &list.Items[i]
+			if want[gvk.Kind+"/"+qualifiedName(u)] {
+				continue
+			}
+			if err := client.IgnoreNotFound(r.Delete(ctx, u)); err != nil {
+				return fmt.Errorf("pruning %s %s: %w", gvk.Kind, qualifiedName(u), err)
+			}
+		}
+	}
+	return nil
+}
+
+func (r *PlatformReconciler) setCondition(p *taugridv1.TauPlatform, t string, s metav1.ConditionStatus, reason, msg string) {
+	apimeta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason,
+		Message: msg, ObservedGeneration: p.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now())})
+}
+
+// SetupWithManager watches TauPlatforms: spec changes and nudges.
+func (r *PlatformReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&taugridv1.TauPlatform{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Complete(r)
+}

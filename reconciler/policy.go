@@ -1,0 +1,97 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sync"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/gitsource"
+	"github.com/taugrid/taugrid/render"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// PolicyStore reads platform policies from git and keeps the parsed policy
+// of each commit. The cache is only a cache: everything in it can be read
+// again from git at the commit a TauPlatform's status names.
+type PolicyStore struct {
+	Client client.Reader
+	Git    Git
+	// Namespace holds the Secrets of cluster-scoped TauPlatforms.
+	Namespace string
+
+	mu    sync.Mutex
+	cache map[string]*loadedPolicy // by commit and path
+}
+
+type loadedPolicy struct {
+	policy *render.Policy
+	tree   fs.FS // the policy directory
+}
+
+// errNoPolicyYet is a waiting error: the platform has no good commit yet.
+var errNoPolicyYet = errors.New("the platform has no valid policy yet")
+
+// Policy returns the policy in force for a platform: the one at the last
+// good commit its status records.
+func (s *PolicyStore) Policy(ctx context.Context, platform string) (*render.Policy, string, error) {
+	var p taugridv1.TauPlatform
+	if err := s.Client.Get(ctx, types.NamespacedName{Name: platform}, &p); err != nil {
+		return nil, "", fmt.Errorf("platform %s: %w", platform, err)
+	}
+	if p.Status.Commit == "" {
+		return nil, "", fmt.Errorf("platform %s: %w", platform, errNoPolicyYet)
+	}
+	remote, err := remoteFor(ctx, s.Client, s.Namespace, p.Spec.GitSource)
+	if err != nil {
+		return nil, "", err
+	}
+	lp, err := s.load(ctx, remote, p.Spec.Ref, p.Status.Commit, p.Spec.Path)
+	if err != nil {
+		return nil, "", err
+	}
+	return lp.policy, p.Status.Commit, nil
+}
+
+// load reads and validates the policy at commit; an invalid policy returns
+// render's located errors.
+func (s *PolicyStore) load(ctx context.Context, remote gitsource.Remote, ref, commit, dir string) (*loadedPolicy, error) {
+	key := commit + ":" + dir
+	s.mu.Lock()
+	lp, ok := s.cache[key]
+	s.mu.Unlock()
+	if ok {
+		return lp, nil
+	}
+	tree, err := treeFS(ctx, s.Git, remote, refName(ref), commit)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := fs.Sub(tree, dir)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := render.LoadPolicy(sub)
+	if err != nil {
+		return nil, err
+	}
+	lp = &loadedPolicy{policy: pol, tree: sub}
+	s.mu.Lock()
+	if s.cache == nil {
+		s.cache = map[string]*loadedPolicy{}
+	}
+	s.cache[key] = lp
+	s.mu.Unlock()
+	return lp, nil
+}
+
+// refName turns a branch or tag name into the full ref gitsource fetches.
+func refName(ref string) string {
+	if len(ref) > 5 && ref[:5] == "refs/" {
+		return ref
+	}
+	return "refs/heads/" + ref
+}

@@ -30,6 +30,9 @@ func newGitRepo(t *testing.T, name, srcDir string) *gitRepo {
 	name = fmt.Sprintf("%s-%d", name, repoSeq.Add(1))
 	home := t.TempDir()
 	r := &gitRepo{t: t, env: gittest.Env(home), work: filepath.Join(home, "work"), URL: gitServer.URL + "/" + name + ".git"}
+	if err := os.MkdirAll(filepath.Dir(filepath.Join(gitRoot, name)), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := gittest.InitBare(r.env, filepath.Join(gitRoot, name+".git")); err != nil {
 		t.Fatal(err)
 	}
@@ -83,4 +86,45 @@ func (r *gitRepo) commit(msg string) string {
 	r.git("-C", r.work, "commit", "--quiet", "--allow-empty", "-m", msg)
 	r.git("-C", r.work, "push", "--quiet", "--force", "origin", "main")
 	return r.git("-C", r.work, "rev-parse", "HEAD")
+}
+
+// renamedCopy copies dir into a temporary directory, replacing strings in
+// every file, so a test can push its own variant of an example repo.
+func renamedCopy(t *testing.T, dir string, replace map[string]string) string {
+	t.Helper()
+	out := t.TempDir()
+	if err := os.CopyFS(out, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	err := filepath.WalkDir(out, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		s := string(data)
+		for old, new := range replace {
+			s = strings.ReplaceAll(s, old, new)
+		}
+		return os.WriteFile(path, []byte(s), 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// tag creates a lightweight tag at HEAD and pushes it.
+func (r *gitRepo) tag(name string) {
+	r.t.Helper()
+	r.git("-C", r.work, "tag", "--force", name)
+	r.git("-C", r.work, "push", "--quiet", "--force", "origin", "refs/tags/"+name)
+}
+
+// deleteRemoteTag deletes a tag from the server.
+func (r *gitRepo) deleteRemoteTag(name string) {
+	r.t.Helper()
+	r.git("-C", r.work, "push", "--quiet", "origin", ":refs/tags/"+name)
 }

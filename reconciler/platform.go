@@ -12,6 +12,7 @@ import (
 	"github.com/taugrid/taugrid/render"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -214,12 +215,32 @@ func (r *PlatformReconciler) applyQueues(ctx context.Context, p *taugridv1.TauPl
 }
 
 func (r *PlatformReconciler) apply(ctx context.Context, u *unstructured.Unstructured, dryRun bool) error {
+	if err := r.checkOwner(ctx, u); err != nil {
+		return err
+	}
 	opts := []client.ApplyOption{client.FieldOwner(PlatformFieldManager), client.ForceOwnership}
 	if dryRun {
 		opts = append(opts, client.DryRunAll)
 	}
 	if err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(u.DeepCopy()), opts...); err != nil {
 		return fmt.Errorf("%s %s: %w", u.GetKind(), qualifiedName(u), err)
+	}
+	return nil
+}
+
+// checkOwner refuses to take over an object another TauPlatform applied.
+func (r *PlatformReconciler) checkOwner(ctx context.Context, u *unstructured.Unstructured) error {
+	cur := &unstructured.Unstructured{}
+	cur.SetGroupVersionKind(u.GroupVersionKind())
+	err := r.Get(ctx, client.ObjectKeyFromObject(u), cur)
+	if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if owner := cur.GetLabels()[LabelPlatform]; owner != "" && owner != u.GetLabels()[LabelPlatform] {
+		return fmt.Errorf("%s %s is managed by TauPlatform %s", u.GetKind(), qualifiedName(u), owner)
 	}
 	return nil
 }

@@ -28,9 +28,13 @@ type platformFixture struct {
 }
 
 func newPlatform(t *testing.T) *platformFixture {
+	return newPlatformFrom(t, "../examples/platform")
+}
+
+func newPlatformFrom(t *testing.T, dir string) *platformFixture {
 	t.Helper()
 	integration(t)
-	repo := newGitRepo(t, "platform", "../examples/platform")
+	repo := newGitRepo(t, "platform", dir)
 	name := strings.TrimSuffix(repo.URL[strings.LastIndex(repo.URL, "/")+1:], ".git")
 	p := &taugridv1.TauPlatform{
 		ObjectMeta: metav1.ObjectMeta{Name: name},

@@ -2,12 +2,14 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/gitsource"
 	"github.com/taugrid/taugrid/render"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -95,7 +97,12 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		return r.reconcileCancel(ctx, run)
 	}
 	if run.Status.Workload == nil {
-		if done, err := r.reconcileSubmit(ctx, run); done || err != nil {
+		done, err := r.reconcileSubmit(ctx, run)
+		if errors.Is(err, errNoPolicyYet) {
+			r.setPhase(run, taugridv1.PhasePending, err.Error())
+			return reconcile.Result{RequeueAfter: 10 * time.Second}, nil
+		}
+		if done || err != nil {
 			return reconcile.Result{}, err
 		}
 	}
@@ -120,7 +127,7 @@ func final(p taugridv1.RunPhase) bool {
 func (r *RunReconciler) reconcileSubmit(ctx context.Context, run *taugridv1.TauRun) (done bool, err error) {
 	r.setPhase(run, taugridv1.PhasePending, "reading "+render.TargetFile(run.Spec.Target))
 	objs, err := r.render(ctx, run)
-	if len(render.Errors(err)) > 0 {
+	if len(render.Errors(err)) > 0 || errors.Is(err, gitsource.ErrNotFound) {
 		r.fail(run, ReasonInvalidConfig, err.Error())
 		return true, nil
 	}

@@ -107,14 +107,14 @@ type TauRepositoryStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// Branches holds the last commit seen on each watched branch, so a
-	// poll can tell which commits are new.
+	// ObservedRefs are the watched refs (run tags, run refs, watched
+	// branches) as the last poll saw them: what the next poll compares with.
 	// +listType=map
 	// +listMapKey=name
 	// +optional
-	Branches []BranchHead `json:"branches,omitempty"`
+	ObservedRefs []ObservedRef `json:"observedRefs,omitempty"`
 
-	// RefCount is how many refs the last poll listed.
+	// RefCount is how many watched refs the last poll saw.
 	// +optional
 	RefCount int `json:"refCount,omitempty"`
 
@@ -127,10 +127,15 @@ type TauRepositoryStatus struct {
 	LastHandledNudge string `json:"lastHandledNudge,omitempty"`
 }
 
-// BranchHead is a branch and the commit it pointed at.
-type BranchHead struct {
-	Name   string `json:"name"`
-	Commit string `json:"commit"`
+// ObservedRef is where a ref pointed when last seen.
+type ObservedRef struct {
+	// Name is the full ref name, e.g. refs/tags/run/lr-sweep.
+	Name string `json:"name"`
+	// SHA is the object the ref names: a commit or an annotated tag.
+	SHA string `json:"sha"`
+	// Peeled is the commit an annotated tag points at.
+	// +optional
+	Peeled string `json:"peeled,omitempty"`
 }
 
 // +kubebuilder:object:root=true

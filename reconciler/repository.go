@@ -1,0 +1,269 @@
+package reconciler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/gitsource"
+	"github.com/taugrid/taugrid/render"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// Reasons of TauRepository conditions and events.
+const (
+	ReasonPolled         = "Polled"
+	ReasonRunRequested   = "RunRequested"
+	ReasonRunCancelled   = "RunCancelled"
+	ReasonBadRunRequest  = "BadRunRequest"
+	ReasonNotAllowed     = "RepositoryNotAllowed"
+	ReasonMissingSecret  = "MissingSecret"
+	ReasonWaitingPolicy  = "WaitingForPolicy"
+	ReasonInvalidTrigger = "InvalidTriggers"
+)
+
+// RepositoryReconciler polls a research repository and turns what changed
+// into TauRuns: one per (repository, ref, commit, target), created only if
+// absent, and marked cancelled when its ref is deleted.
+type RepositoryReconciler struct {
+	client.Client
+	Git      Git
+	Policies PolicyProvider
+	Clock    clock.PassiveClock
+	Recorder events.EventRecorder
+}
+
+// +kubebuilder:rbac:groups=taugrid.dev,resources=taurepositories,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=taugrid.dev,resources=taurepositories/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=taugrid.dev,resources=tauruns,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+
+// Reconcile polls the repository once and requeues after its interval.
+func (r *RepositoryReconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, err error) {
+	repo := &taugridv1.TauRepository{}
+	if err := r.Get(ctx, req.NamespacedName, repo); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	if !repo.DeletionTimestamp.IsZero() || repo.Spec.Suspend {
+		return reconcile.Result{}, nil
+	}
+	base := repo.DeepCopy()
+	defer func() {
+		repo.Status.ObservedGeneration = repo.Generation
+		repo.Status.LastHandledNudge = repo.Annotations[AnnotationNudge]
+		if !equality.Semantic.DeepEqual(base.Status, repo.Status) {
+			if perr := r.Status().Patch(ctx, repo, client.MergeFrom(base)); perr != nil && err == nil {
+				err = perr
+			}
+		}
+	}()
+	remote, ok, err := r.reconcileAccess(ctx, repo)
+	if !ok || err != nil {
+		return reconcile.Result{RequeueAfter: jitter(repo.Spec.Interval.Duration)}, err
+	}
+	return reconcile.Result{RequeueAfter: jitter(repo.Spec.Interval.Duration)}, r.reconcilePoll(ctx, repo, remote)
+}
+
+// reconcileAccess checks that the tenant may register this URL and reads
+// its credentials. Sets Stalled when a human must act.
+func (r *RepositoryReconciler) reconcileAccess(ctx context.Context, repo *taugridv1.TauRepository) (gitsource.Remote, bool, error) {
+	pol, _, err := r.Policies.Policy(ctx, repo.Spec.Platform)
+	if errors.Is(err, errNoPolicyYet) || apierrors.IsNotFound(err) {
+		r.setCondition(repo, taugridv1.ConditionReady, metav1.ConditionFalse, ReasonWaitingPolicy, err.Error())
+		return gitsource.Remote{}, false, nil
+	}
+	if err != nil {
+		return gitsource.Remote{}, false, err
+	}
+	tenant := pol.TenantForNamespace(repo.Namespace)
+	switch {
+	case tenant == nil:
+		r.stall(repo, ReasonNotAllowed, fmt.Sprintf("namespace %s belongs to no tenant of platform %s", repo.Namespace, repo.Spec.Platform))
+		return gitsource.Remote{}, false, nil
+	case !tenant.AllowsRepository(repo.Spec.URL):
+		r.stall(repo, ReasonNotAllowed, fmt.Sprintf("tenant %s may not register %s; its policy allows %v", tenant.Name, repo.Spec.URL, tenant.Repositories))
+		return gitsource.Remote{}, false, nil
+	}
+	if err := triggersOf(repo).Validate(); err != nil {
+		r.stall(repo, ReasonInvalidTrigger, err.Error())
+		return gitsource.Remote{}, false, nil
+	}
+	remote, err := remoteFor(ctx, r.Client, repo.Namespace, repo.Spec.GitSource)
+	if errors.Is(err, errMissingSecret) {
+		r.stall(repo, ReasonMissingSecret, err.Error())
+		return gitsource.Remote{}, false, nil
+	}
+	return remote, err == nil, err
+}
+
+func triggersOf(repo *taugridv1.TauRepository) gitsource.Triggers {
+	t := repo.Spec.Triggers
+	return gitsource.Triggers{RunTags: t.RunTags, RunRefPrefix: t.RunRefPrefix, Branches: t.Branches}.WithDefaults()
+}
+
+// reconcilePoll lists the repository, starts and cancels runs for what
+// changed, and records the refs seen. Runs are created before the refs are
+// recorded, so a crash in between repeats the (idempotent) creations rather
+// than losing a run. Sets Ready.
+func (r *RepositoryReconciler) reconcilePoll(ctx context.Context, repo *taugridv1.TauRepository, remote gitsource.Remote) error {
+	t := triggersOf(repo)
+	prev, err := r.previousRefs(ctx, repo, remote, t)
+	if err != nil {
+		return r.gitFailed(repo, err)
+	}
+	res, err := r.Git.Poll(ctx, remote, prev, t)
+	if err != nil {
+		return r.gitFailed(repo, err)
+	}
+	started := 0
+	for _, ev := range res.Events {
+		n, err := r.handle(ctx, repo, ev)
+		if err != nil {
+			return err
+		}
+		started += n
+	}
+	for _, p := range res.Problems {
+		r.Recorder.Eventf(repo, nil, corev1.EventTypeWarning, ReasonBadRunRequest, "Poll", "%s at %s: %v", p.Ref, short(p.Commit), p.Err)
+	}
+	now := metav1.NewTime(r.Clock.Now())
+	repo.Status.LastPollTime = &now
+	repo.Status.ObservedRefs = observedRefs(res.Refs)
+	repo.Status.RefCount = len(res.Refs)
+	apimeta.RemoveStatusCondition(&repo.Status.Conditions, taugridv1.ConditionStalled)
+	r.setCondition(repo, taugridv1.ConditionReady, metav1.ConditionTrue, ReasonPolled,
+		fmt.Sprintf("watching %d refs; %d runs requested by the last poll", len(res.Refs), started))
+	return nil
+}
+
+// previousRefs is what the last poll saw; on the first poll, everything
+// already there except run refs counts as seen.
+func (r *RepositoryReconciler) previousRefs(ctx context.Context, repo *taugridv1.TauRepository, remote gitsource.Remote, t gitsource.Triggers) (gitsource.RefSet, error) {
+	if repo.Status.LastPollTime != nil {
+		prev := gitsource.RefSet{}
+		for _, o := range repo.Status.ObservedRefs {
+			prev[o.Name] = gitsource.Ref{SHA: o.SHA, Peeled: o.Peeled}
+		}
+		return prev, nil
+	}
+	cur, err := r.Git.ListRefs(ctx, remote)
+	if err != nil {
+		return nil, err
+	}
+	return t.Baseline(cur), nil
+}
+
+func observedRefs(refs gitsource.RefSet) []taugridv1.ObservedRef {
+	out := make([]taugridv1.ObservedRef, 0, len(refs))
+	for _, name := range slices.Sorted(maps.Keys(refs)) {
+		out = append(out, taugridv1.ObservedRef{Name: name, SHA: refs[name].SHA, Peeled: refs[name].Peeled})
+	}
+	return out
+}
+
+// gitFailed reports a failed poll: transient failures are retried with
+// backoff, others wait for the next interval.
+func (r *RepositoryReconciler) gitFailed(repo *taugridv1.TauRepository, err error) error {
+	r.setCondition(repo, taugridv1.ConditionReady, metav1.ConditionFalse, ReasonGitUnavailable, err.Error())
+	if gitsource.Transient(err) {
+		return err
+	}
+	return nil
+}
+
+// handle creates the run an event requests, or cancels the runs of a
+// deleted ref. It returns how many runs it created.
+func (r *RepositoryReconciler) handle(ctx context.Context, repo *taugridv1.TauRepository, ev gitsource.Event) (int, error) {
+	if ev.Kind == gitsource.KindCancel {
+		return 0, r.cancelRuns(ctx, repo, ev)
+	}
+	run := newRun(repo, ev)
+	if err := r.Create(ctx, run); apierrors.IsAlreadyExists(err) {
+		return 0, nil
+	} else if err != nil {
+		return 0, fmt.Errorf("creating TauRun %s: %w", run.Name, err)
+	}
+	r.Recorder.Eventf(repo, run, corev1.EventTypeNormal, ReasonRunRequested, "Poll", "%s %s at %s requests target %s: TauRun %s",
+		ev.Kind, ev.Ref, short(ev.Commit), ev.Target, run.Name)
+	return 1, nil
+}
+
+// newRun is the TauRun for an event, with its deterministic name.
+func newRun(repo *taugridv1.TauRepository, ev gitsource.Event) *taugridv1.TauRun {
+	target := ev.Target
+	if target == "" {
+		target = "default"
+	}
+	return &taugridv1.TauRun{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      RunName(repo.Name, ev.Ref, ev.Commit, target),
+			Namespace: repo.Namespace,
+			Labels: map[string]string{
+				render.LabelRepository: repo.Name,
+				render.LabelManagedBy:  render.ManagedBy,
+				LabelRefHash:           RefHash(ev.Ref),
+				LabelCommit:            ev.Commit,
+			},
+		},
+		Spec: taugridv1.TauRunSpec{
+			Repository: repo.Name,
+			Trigger: taugridv1.Trigger{Kind: taugridv1.TriggerKind(ev.Kind), Ref: ev.Ref,
+				Requester: ev.Requester, Overrides: ev.Overrides},
+			Commit: ev.Commit,
+			Target: target,
+		},
+	}
+}
+
+// cancelRuns marks every unfinished run of a deleted ref for cancellation.
+func (r *RepositoryReconciler) cancelRuns(ctx context.Context, repo *taugridv1.TauRepository, ev gitsource.Event) error {
+	var runs taugridv1.TauRunList
+	if err := r.List(ctx, &runs, client.InNamespace(repo.Namespace), client.MatchingLabels{
+		render.LabelRepository: repo.Name, LabelRefHash: RefHash(ev.Ref), LabelCommit: ev.Commit}); err != nil {
+		return err
+	}
+	for i := range runs.Items {
+		run := &runs.Items[i]
+		if run.Spec.Cancel || final(run.Status.Phase) {
+			continue
+		}
+		patch := client.MergeFrom(run.DeepCopy())
+		run.Spec.Cancel = true
+		if err := r.Patch(ctx, run, patch); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		r.Recorder.Eventf(repo, run, corev1.EventTypeNormal, ReasonRunCancelled, "Poll", "%s was deleted: cancelling TauRun %s", ev.Ref, run.Name)
+	}
+	return nil
+}
+
+func (r *RepositoryReconciler) stall(repo *taugridv1.TauRepository, reason, msg string) {
+	r.setCondition(repo, taugridv1.ConditionStalled, metav1.ConditionTrue, reason, msg)
+	r.setCondition(repo, taugridv1.ConditionReady, metav1.ConditionFalse, reason, msg)
+}
+
+func (r *RepositoryReconciler) setCondition(repo *taugridv1.TauRepository, t string, s metav1.ConditionStatus, reason, msg string) {
+	apimeta.SetStatusCondition(&repo.Status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason,
+		Message: msg, ObservedGeneration: repo.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now())})
+}
+
+// SetupWithManager watches TauRepositories: spec changes and nudges.
+func (r *RepositoryReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&taugridv1.TauRepository{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Complete(r)
+}

@@ -1,0 +1,229 @@
+package reconciler
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/render"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+)
+
+// runFixture is a platform and a research repository registered in a
+// tenant namespace, with the three reconcilers wired as the manager wires
+// them, driven step by step by the test.
+type runFixture struct {
+	ns       string
+	research *gitRepo
+	repo     *taugridv1.TauRepository
+	repos    *RepositoryReconciler
+	runRec   *RunReconciler
+}
+
+// newRunFixture pushes a variant of the example platform whose tenant,
+// queues, flavor and priorities carry the prefix, so fixtures never share a
+// cluster-scoped object.
+func newRunFixture(t *testing.T, prefix string) *runFixture {
+	t.Helper()
+	integration(t)
+	platformDir := renamedCopy(t, "../examples/platform", map[string]string{
+		"team-a": prefix + "-a", "team-b": prefix + "-b", "tau-low": prefix + "-low", "tau-normal": prefix + "-normal",
+		"tau-high": prefix + "-high", "name: h200\n": "name: " + prefix + "-h200\n", "cohortName: research": "cohortName: " + prefix,
+	})
+	plat := newPlatformFrom(t, platformDir)
+	if p := plat.reconcile(t); !apimeta.IsStatusConditionTrue(p.Status.Conditions, taugridv1.ConditionReady) {
+		t.Fatalf("platform not ready: %+v", p.Status.Conditions)
+	}
+	ns := prefix + "-a"
+	research := newGitRepo(t, ns+"/research", "../examples/research")
+	repo := &taugridv1.TauRepository{
+		ObjectMeta: metav1.ObjectMeta{Name: "research", Namespace: ns},
+		Spec: taugridv1.TauRepositorySpec{GitSource: taugridv1.GitSource{URL: research.URL}, Platform: plat.name,
+			Interval: metav1.Duration{Duration: time.Minute}},
+	}
+	if err := k8s.Create(context.Background(), repo); err != nil {
+		t.Fatal(err)
+	}
+	clock := clocktesting.NewFakePassiveClock(time.Now())
+	f := &runFixture{ns: ns, research: research, repo: repo,
+		repos: &RepositoryReconciler{Client: k8s, Git: gitClient, Policies: plat.r.Policies, Clock: clock, Recorder: events.NewFakeRecorder(100)},
+		runRec: &RunReconciler{Client: k8s, Scheme: scheme, Files: &GitFiles{Client: k8s, Git: gitClient},
+			Policies: plat.r.Policies, Clock: clock, Recorder: events.NewFakeRecorder(100)},
+	}
+	f.poll(t) // the first poll records what is already there
+	return f
+}
+
+func (f *runFixture) poll(t *testing.T) {
+	t.Helper()
+	if _, err := f.repos.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(f.repo)}); err != nil {
+		t.Fatalf("polling the repository: %v", err)
+	}
+}
+
+func (f *runFixture) listRuns(t *testing.T) []taugridv1.TauRun {
+	t.Helper()
+	var list taugridv1.TauRunList
+	if err := k8s.List(context.Background(), &list, client.InNamespace(f.ns)); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+func (f *runFixture) jobs(t *testing.T) []batchv1.Job {
+	t.Helper()
+	var list batchv1.JobList
+	if err := k8s.List(context.Background(), &list, client.InNamespace(f.ns)); err != nil {
+		t.Fatal(err)
+	}
+	return list.Items
+}
+
+// runOf returns the one run a ref requested.
+func (f *runFixture) runOf(t *testing.T, ref string) *taugridv1.TauRun {
+	t.Helper()
+	for _, r := range f.listRuns(t) {
+		if r.Spec.Trigger.Ref == ref {
+			return &r
+		}
+	}
+	t.Fatalf("no TauRun for %s", ref)
+	return nil
+}
+
+// reconcileRun drives the run reconciler until the run reaches phase.
+func (f *runFixture) reconcileRun(t *testing.T, name string, phase taugridv1.RunPhase) *taugridv1.TauRun {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := f.runRec.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: f.ns, Name: name}}); err != nil {
+			t.Fatalf("reconciling run %s: %v", name, err)
+		}
+		run := &taugridv1.TauRun{}
+		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: f.ns, Name: name}, run); err != nil {
+			t.Fatal(err)
+		}
+		if run.Status.Phase == phase {
+			return run
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run %s is %s (%s), want %s", name, run.Status.Phase, run.Status.Message, phase)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// completeJob does what the Job controller would when the pod exits 0.
+func completeJob(t *testing.T, ns, name string) {
+	t.Helper()
+	j := &batchv1.Job{}
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, j); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	j.Status.StartTime, j.Status.CompletionTime, j.Status.Succeeded = &now, &now, 1
+	j.Status.Conditions = []batchv1.JobCondition{
+		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now},
+		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now},
+	}
+	if err := k8s.Status().Update(context.Background(), j); err != nil {
+		t.Fatalf("completing Job %s: %v", name, err)
+	}
+}
+
+func TestPushedRunTagBecomesOneAdmittedJobThatSucceeds(t *testing.T) {
+	f := newRunFixture(t, "rt1")
+	f.research.tag("run/first")
+	f.poll(t)
+	run := f.runOf(t, "refs/tags/run/first")
+	head := f.research.git("-C", f.research.work, "rev-parse", "HEAD")
+	if run.Spec.Commit != head || run.Spec.Target != "default" || run.Spec.Trigger.Kind != taugridv1.TriggerRunTag {
+		t.Errorf("TauRun spec = %+v, want tag run/first at %s, target default", run.Spec, head)
+	}
+
+	admitted := f.reconcileRun(t, run.Name, taugridv1.PhaseAdmitted)
+	if w := admitted.Status.Workload; w == nil || !w.Admitted || w.Queue != "runs" {
+		t.Errorf("workload status = %+v, want admitted in queue runs", w)
+	}
+	if admitted.Status.ConfigDigest == "" || admitted.Status.PolicyCommit == "" {
+		t.Errorf("run does not record its config digest and policy commit: %+v", admitted.Status)
+	}
+
+	completeJob(t, f.ns, render.WorkloadName(run.Name, 1))
+	done := f.reconcileRun(t, run.Name, taugridv1.PhaseSucceeded)
+	if !apimeta.IsStatusConditionTrue(done.Status.Conditions, taugridv1.ConditionReady) {
+		t.Errorf("a succeeded run is not Ready: %+v", done.Status.Conditions)
+	}
+	var phases []string
+	for _, p := range done.Status.Phases {
+		phases = append(phases, string(p.Phase))
+	}
+	if got := strings.Join(phases, ","); got != "Pending,Queued,Admitted,Succeeded" {
+		t.Errorf("phases = %s, want Pending,Queued,Admitted,Succeeded", got)
+	}
+
+	t.Run("pushing the same tag again to the same commit starts nothing new", func(t *testing.T) {
+		f.research.deleteRemoteTag("run/first")
+		f.poll(t)
+		f.research.tag("run/first")
+		f.poll(t)
+		f.poll(t)
+		if n := len(f.listRuns(t)); n != 1 {
+			t.Errorf("%d TauRuns, want 1", n)
+		}
+		if n := len(f.jobs(t)); n != 1 {
+			t.Errorf("%d Jobs, want 1", n)
+		}
+	})
+}
+
+func TestInvalidTauFileFailsWithItsPositionAndSubmitsNothing(t *testing.T) {
+	f := newRunFixture(t, "rt2")
+	f.research.edit("tau.yaml", "  gpus: 1\n", "  gpus: -1\n")
+	f.research.commit("break tau.yaml")
+	f.research.tag("run/broken")
+	f.poll(t)
+	run := f.runOf(t, "refs/tags/run/broken")
+	failed := f.reconcileRun(t, run.Name, taugridv1.PhaseFailed)
+	stalled := apimeta.FindStatusCondition(failed.Status.Conditions, taugridv1.ConditionStalled)
+	if want := "tau.yaml:11:9: compute.gpus: must be between 0 and 64, got -1"; stalled == nil || stalled.Message != want {
+		t.Errorf("Stalled condition = %+v, want message %q", stalled, want)
+	}
+	if n := len(f.jobs(t)); n != 0 {
+		t.Errorf("%d Jobs were created for an invalid tau.yaml", n)
+	}
+}
+
+func TestDeletingTheRunTagCancelsTheRun(t *testing.T) {
+	f := newRunFixture(t, "rt3")
+	f.research.tag("run/doomed")
+	f.poll(t)
+	run := f.runOf(t, "refs/tags/run/doomed")
+	f.reconcileRun(t, run.Name, taugridv1.PhaseAdmitted)
+
+	f.research.deleteRemoteTag("run/doomed")
+	f.poll(t)
+	if got := f.runOf(t, "refs/tags/run/doomed"); !got.Spec.Cancel {
+		t.Fatal("the run was not marked for cancellation")
+	}
+	f.reconcileRun(t, run.Name, taugridv1.PhaseCancelled)
+	err := k8s.Get(context.Background(), types.NamespacedName{Namespace: f.ns, Name: render.WorkloadName(run.Name, 1)}, &batchv1.Job{})
+	if !apierrors.IsNotFound(err) {
+		// Background deletion: the Job may linger with a deletion timestamp.
+		j := &batchv1.Job{}
+		if k8s.Get(context.Background(), types.NamespacedName{Namespace: f.ns, Name: render.WorkloadName(run.Name, 1)}, j) == nil && j.DeletionTimestamp.IsZero() {
+			t.Errorf("the cancelled run's Job still exists")
+		}
+	}
+}

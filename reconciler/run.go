@@ -62,9 +62,14 @@ type RunReconciler struct {
 	Recorder events.EventRecorder
 	Files    TauFileReader
 	Policies PolicyProvider
-	// Source returns the source archive an attempt's pods fetch; nil renders
-	// no fetch step.
-	Source func(run *taugridv1.TauRun) *render.SourceArchive
+	// Sources provides the source archive an attempt's pods fetch; nil
+	// renders no fetch step.
+	Sources SourceArchiver
+}
+
+// SourceArchiver builds a run's source archive and says where pods fetch it.
+type SourceArchiver interface {
+	SourceArchive(ctx context.Context, repo *taugridv1.TauRepository, run *taugridv1.TauRun) (*render.SourceArchive, error)
 }
 
 // +kubebuilder:rbac:groups=taugrid.dev,resources=tauruns,verbs=get;list;watch;update;patch
@@ -179,8 +184,11 @@ func (r *RunReconciler) render(ctx context.Context, run *taugridv1.TauRun) ([]cl
 	run.Status.PolicyCommit, run.Status.PolicyDigest = commit, pol.Digest
 	meta := render.Run{Name: run.Name, Repository: run.Spec.Repository, Commit: run.Spec.Commit,
 		Target: run.Spec.Target, Attempt: 1, PolicyCommit: commit}
-	if r.Source != nil {
-		meta.Source = r.Source(run)
+	if r.Sources != nil {
+		if meta.Source, err = r.Sources.SourceArchive(ctx, repo, run); err != nil {
+			return nil, err
+		}
+		run.Status.SourceDigest = meta.Source.SHA256
 	}
 	return render.RenderConfig(rc, pol, tenant.Name, meta)
 }

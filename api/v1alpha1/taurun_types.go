@@ -154,6 +154,11 @@ type TauRunStatus struct {
 	// +optional
 	PolicyDigest string `json:"policyDigest,omitempty"`
 
+	// SourceDigest is the sha256 of the commit's source archive, which the
+	// run's pods fetch from the controller and verify.
+	// +optional
+	SourceDigest string `json:"sourceDigest,omitempty"`
+
 	// Workload is the current attempt's Job or RayJob and its Kueue state.
 	// +optional
 	Workload *WorkloadStatus `json:"workload,omitempty"`

@@ -1,0 +1,168 @@
+// Command tau-controller is TauGrid's in-cluster manager: it watches
+// platform and research repositories, turns run requests into Kueue
+// workloads, follows them, and serves webhooks and source archives.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"time"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/gitsource"
+	"github.com/taugrid/taugrid/reconciler"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+)
+
+type options struct {
+	metricsAddr, probeAddr, webhookAddr, sourceAddr string
+	leaderElect                                     bool
+	namespace, cacheDir, sourceURL, fetchImage      string
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics address; 0 disables")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "liveness and readiness probe address")
+	flag.StringVar(&o.webhookAddr, "webhook-bind-address", ":9292", "git forge webhook receiver address (/hooks/<id>)")
+	flag.StringVar(&o.sourceAddr, "source-bind-address", ":9090", "source archive server address (/source/...)")
+	flag.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles")
+	flag.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", "tau-system"), "namespace holding TauPlatform Secrets")
+	flag.StringVar(&o.cacheDir, "cache-dir", "/var/cache/taugrid", "git object and source archive cache")
+	flag.StringVar(&o.sourceURL, "source-url", "http://tau-controller.tau-system.svc:9090", "URL at which run pods reach the source server")
+	flag.StringVar(&o.fetchImage, "fetch-image", "ghcr.io/taugrid/tau-fetch:v0.1.0", "image of the source fetch init container")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
+		ctrl.Log.Error(err, "tau-controller stopped")
+		os.Exit(1)
+	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+func newScheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(taugridv1.AddToScheme(s))
+	utilruntime.Must(kueue.AddToScheme(s))
+	utilruntime.Must(rayv1.AddToScheme(s))
+	return s
+}
+
+func run(ctx context.Context, o options) error {
+	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+		Scheme:                 newScheme(),
+		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress: o.probeAddr,
+		LeaderElection:         o.leaderElect,
+		LeaderElectionID:       "tau-controller.taugrid.dev",
+	})
+	if err != nil {
+		return fmt.Errorf("creating the manager: %w", err)
+	}
+	git, err := gitsource.NewClient(gitsource.Options{CacheDir: o.cacheDir, Registerer: crmetrics.Registry})
+	if err != nil {
+		return fmt.Errorf("creating the git client: %w", err)
+	}
+	if err := setupReconcilers(ctx, mgr, git, o); err != nil {
+		return err
+	}
+	if err := setupServers(mgr, git, o); err != nil {
+		return err
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+		return err
+	}
+	return mgr.Start(ctx)
+}
+
+func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.Client, o options) error {
+	c := mgr.GetClient()
+	clk := clock.RealClock{}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, reconciler.IndexRepositoryURL, reconciler.RepositoryURL); err != nil {
+		return err
+	}
+	policies := &reconciler.PolicyStore{Client: c, Git: git, Namespace: o.namespace}
+	sources := &reconciler.Sources{Client: c, Git: git, BaseURL: o.sourceURL, FetchImage: o.fetchImage}
+	steps := []interface{ SetupWithManager(ctrl.Manager) error }{
+		&reconciler.PlatformReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-platform")},
+		&reconciler.RepositoryReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-repository")},
+		&reconciler.RunReconciler{Client: c, Scheme: mgr.GetScheme(), Files: &reconciler.GitFiles{Client: c, Git: git},
+			Policies: policies, Sources: sources, Clock: clk, Recorder: mgr.GetEventRecorder("tau-run")},
+	}
+	for _, s := range steps {
+		if err := s.SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up %T: %w", s, err)
+		}
+	}
+	return nil
+}
+
+// setupServers adds the webhook receiver and the source archive server as
+// manager runnables, so they start and stop with it.
+func setupServers(mgr manager.Manager, git *gitsource.Client, o options) error {
+	c := mgr.GetClient()
+	hooks := http.NewServeMux()
+	hooks.Handle("POST /hooks/{id}", gitsource.NewWebhookHandler(
+		&reconciler.WebhookReceivers{Client: c, Forge: gitsource.ForgeGitHub},
+		&reconciler.AnnotationNudger{Client: c, Clock: clock.RealClock{}},
+		gitsource.WebhookOptions{Log: ctrl.Log.WithName("webhook")}))
+	sources := &reconciler.Sources{Client: c, Git: git, BaseURL: o.sourceURL, FetchImage: o.fetchImage}
+	for _, s := range []*http.Server{
+		gitsource.NewWebhookServer(o.webhookAddr, hooks),
+		{Addr: o.sourceAddr, Handler: sources, ReadHeaderTimeout: 10 * time.Second},
+	} {
+		if err := mgr.Add(httpRunnable{s}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// httpRunnable runs an http.Server until the manager stops.
+type httpRunnable struct{ srv *http.Server }
+
+func (h httpRunnable) Start(ctx context.Context) error {
+	errc := make(chan error, 1)
+	go func() { errc <- h.srv.ListenAndServe() }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serving %s: %w", h.srv.Addr, err)
+	case <-ctx.Done():
+		shutdown, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := h.srv.Shutdown(shutdown); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	}
+}
+
+// NeedLeaderElection: webhooks and sources are served by every replica.
+func (h httpRunnable) NeedLeaderElection() bool { return false }

@@ -67,11 +67,12 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint and go vet
 	$(GOLANGCI_LINT) run ./...
 
 .PHONY: demo
-demo: ## Render the example research repo under the example platform policy
-	@echo "# tau validate (examples/research, against examples/platform)"
+demo: testbin ## End to end: local cluster, git server, controller; push a run tag and follow it
+	$(GO) run ./hack/demo
+
+.PHONY: demo-render
+demo-render: ## Offline: validate and render the example research repo under the example policy
 	@$(GO) run ./cmd/tau validate --dir examples/research --policy examples/platform --tenant team-a
-	@echo
-	@echo "# tau render: the suspended Job TauGrid would submit to Kueue for team-a"
 	@$(GO) run ./cmd/tau render --dir examples/research --policy examples/platform --tenant team-a
 
 .PHONY: dev-cluster

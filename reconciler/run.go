@@ -62,6 +62,9 @@ type RunReconciler struct {
 	Recorder events.EventRecorder
 	Files    TauFileReader
 	Policies PolicyProvider
+	// APIReader reads around the cache, to tell a workload that is gone from
+	// one the cache has not seen yet. Nil: Client.
+	APIReader client.Reader
 	// Sources provides the source archive an attempt's pods fetch; nil
 	// renders no fetch step.
 	Sources SourceArchiver
@@ -102,14 +105,14 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		return r.reconcileCancel(ctx, run)
 	}
 	if run.Status.Workload == nil {
-		done, err := r.reconcileSubmit(ctx, run)
+		err := r.reconcileSubmit(ctx, run)
 		if errors.Is(err, errNoPolicyYet) {
 			r.setPhase(run, taugridv1.PhasePending, err.Error())
 			return reconcile.Result{RequeueAfter: 10 * time.Second}, nil
 		}
-		if done || err != nil {
-			return reconcile.Result{}, err
-		}
+		// The new workload's watch event brings the run back; reading it
+		// now could race the cache.
+		return reconcile.Result{}, err
 	}
 	return reconcile.Result{}, r.reconcileProgress(ctx, run)
 }
@@ -127,34 +130,34 @@ func final(p taugridv1.RunPhase) bool {
 
 // reconcileSubmit reads the tau file at the run's commit, renders it under
 // the policy in force and creates the workload. An invalid file or a policy
-// violation fails the run (Stalled, Ready=False) and submits nothing. It
-// reports done when the run reached a final phase.
-func (r *RunReconciler) reconcileSubmit(ctx context.Context, run *taugridv1.TauRun) (done bool, err error) {
+// violation fails the run (Stalled, Ready=False) and submits nothing.
+func (r *RunReconciler) reconcileSubmit(ctx context.Context, run *taugridv1.TauRun) error {
 	r.setPhase(run, taugridv1.PhasePending, "reading "+render.TargetFile(run.Spec.Target))
 	objs, err := r.render(ctx, run)
 	if len(render.Errors(err)) > 0 || errors.Is(err, gitsource.ErrNotFound) {
 		r.fail(run, ReasonInvalidConfig, err.Error())
-		return true, nil
+		return nil
 	}
 	if err != nil {
-		return false, err
-	}
-	for _, o := range objs {
-		if err := controllerutil.SetControllerReference(run, o, r.Scheme); err != nil {
-			return false, err
-		}
-		if err := r.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			return false, fmt.Errorf("creating %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
-		}
+		return err
 	}
 	w := objs[0]
-	run.Status.Workload = &taugridv1.WorkloadStatus{Kind: w.GetObjectKind().GroupVersionKind().Kind, Name: w.GetName(),
+	kind := w.GetObjectKind().GroupVersionKind().Kind // Create clears TypeMeta
+	for _, o := range objs {
+		if err := controllerutil.SetControllerReference(run, o, r.Scheme); err != nil {
+			return err
+		}
+		if err := r.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
+		}
+	}
+	run.Status.Workload = &taugridv1.WorkloadStatus{Kind: kind, Name: w.GetName(),
 		Queue: w.GetLabels()[render.LabelQueueName]}
 	run.Status.Attempts = append(run.Status.Attempts, taugridv1.Attempt{Number: 1, Workload: w.GetName()})
 	r.setPhase(run, taugridv1.PhaseQueued, "submitted to queue "+run.Status.Workload.Queue)
 	r.Recorder.Eventf(run, w, corev1.EventTypeNormal, ReasonSubmitted, "Submit", "submitted %s %s to queue %s",
 		run.Status.Workload.Kind, w.GetName(), run.Status.Workload.Queue)
-	return false, nil
+	return nil
 }
 
 // render loads the tau file and the policy and renders the first attempt.
@@ -249,7 +252,12 @@ func (r *RunReconciler) observe(ctx context.Context, run *taugridv1.TauRun) (Obs
 		obs.Job = &batchv1.Job{}
 		owner = obs.Job
 	}
-	if err := r.Get(ctx, key, owner); err != nil {
+	if err := r.Get(ctx, key, owner); apierrors.IsNotFound(err) && r.APIReader != nil {
+		err = r.APIReader.Get(ctx, key, owner)
+		if err != nil {
+			return obs, err
+		}
+	} else if err != nil {
 		return obs, err
 	}
 	var wls kueue.WorkloadList

@@ -113,7 +113,7 @@ func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 	steps := []interface{ SetupWithManager(ctrl.Manager) error }{
 		&reconciler.PlatformReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-platform")},
 		&reconciler.RepositoryReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-repository")},
-		&reconciler.RunReconciler{Client: c, Scheme: mgr.GetScheme(), Files: &reconciler.GitFiles{Client: c, Git: git},
+		&reconciler.RunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Files: &reconciler.GitFiles{Client: c, Git: git},
 			Policies: policies, Sources: sources, Clock: clk, Recorder: mgr.GetEventRecorder("tau-run")},
 	}
 	for _, s := range steps {

@@ -1,0 +1,379 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/gitsource/gittest"
+	"github.com/taugrid/taugrid/hack/devcluster/cluster"
+	"github.com/taugrid/taugrid/test/controlplane"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// demo holds what the demo started, so that cleanup stops all of it.
+type demo struct {
+	root     string
+	dir      string
+	cluster  *cluster.Cluster
+	k8s      client.Client
+	gitURL   string
+	git      *http.Server
+	ctrl     *exec.Cmd
+	ctrlLog  string
+	started  time.Time
+	research string // working copy of the research repo
+	gitEnv   []string
+}
+
+func run(ctx context.Context, keep bool) (err error) {
+	d := &demo{started: time.Now()}
+	if d.root, err = controlplane.RepoRoot(); err != nil {
+		return err
+	}
+	if d.dir, err = os.MkdirTemp("", "taugrid-demo-"); err != nil {
+		return err
+	}
+	defer func() {
+		if !keep {
+			err = errors.Join(err, d.cleanup())
+		}
+	}()
+	steps := []struct {
+		say string
+		do  func(context.Context) error
+	}{
+		{"starting the local cluster (kwok fake H200 nodes, Kueue, KubeRay)", d.startCluster},
+		{"starting a local git server with the example platform and research repos", d.startGit},
+		{"installing TauGrid's CRDs and starting tau-controller", d.startController},
+		{"registering the platform repo (TauPlatform) and the research repo (TauRepository in team-a)", d.register},
+	}
+	for _, s := range steps {
+		d.say("%s", s.say)
+		if err := s.do(ctx); err != nil {
+			return err
+		}
+	}
+	return d.runOnce(ctx)
+}
+
+func (d *demo) say(format string, args ...any) {
+	fmt.Printf("[%5.1fs] %s\n", time.Since(d.started).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func (d *demo) startCluster(ctx context.Context) error {
+	c, err := cluster.New()
+	if err != nil {
+		return err
+	}
+	d.cluster = c
+	if err := c.Up(ctx, indent(os.Stdout)); err != nil {
+		return err
+	}
+	d.k8s, err = c.Client()
+	if err == nil {
+		err = taugridv1.AddToScheme(d.k8s.Scheme())
+	}
+	return err
+}
+
+// startGit serves bare repositories with `git http-backend` on loopback and
+// pushes the example repos to it with the real git CLI.
+func (d *demo) startGit(ctx context.Context) error {
+	root := filepath.Join(d.dir, "git")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	d.git = &http.Server{Handler: &gittest.HTTPServer{Root: root}, ReadHeaderTimeout: 10 * time.Second}
+	go d.git.Serve(l)
+	d.gitURL = "http://" + l.Addr().String()
+	d.gitEnv = gittest.Env(filepath.Join(d.dir, "home"))
+	for _, repo := range []struct{ name, src string }{{"platform", "examples/platform"}, {"team-a/research", "examples/research"}} {
+		work, err := d.push(repo.name, filepath.Join(d.root, repo.src), filepath.Join(root, repo.name+".git"))
+		if err != nil {
+			return err
+		}
+		if repo.name == "team-a/research" {
+			d.research = work
+		}
+	}
+	return nil
+}
+
+func (d *demo) push(name, src, bare string) (string, error) {
+	work := filepath.Join(d.dir, "work", name)
+	cmds := [][]string{
+		{"init", "--quiet", "--initial-branch=main", work},
+		{"-C", work, "add", "-A"},
+		{"-C", work, "commit", "--quiet", "-m", "example " + name},
+		{"-C", work, "remote", "add", "origin", d.gitURL + "/" + name + ".git"},
+		{"-C", work, "push", "--quiet", "origin", "main"},
+	}
+	if err := os.MkdirAll(filepath.Dir(bare), 0o755); err != nil {
+		return "", err
+	}
+	if err := gittest.InitBare(d.gitEnv, bare); err != nil {
+		return "", err
+	}
+	for i, args := range cmds {
+		if i == 1 {
+			if err := os.CopyFS(work, os.DirFS(src)); err != nil {
+				return "", err
+			}
+		}
+		if _, err := gittest.Git(d.gitEnv, "", nil, args...); err != nil {
+			return "", err
+		}
+	}
+	return work, nil
+}
+
+// startController installs the CRDs and runs the real tau-controller binary
+// against the cluster.
+func (d *demo) startController(ctx context.Context) error {
+	crds, err := controlplane.ReadCRDs(filepath.Join(d.root, "api", "crds"))
+	if err != nil {
+		return err
+	}
+	cfg, err := d.cluster.RESTConfig()
+	if err != nil {
+		return err
+	}
+	if err := controlplane.InstallCRDs(cfg, crds); err != nil {
+		return err
+	}
+	bin := filepath.Join(d.dir, "tau-controller")
+	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/tau-controller")
+	build.Dir, build.Stdout, build.Stderr = d.root, os.Stdout, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("building tau-controller: %w", err)
+	}
+	ports, err := freePorts(4)
+	if err != nil {
+		return err
+	}
+	d.ctrlLog = filepath.Join(d.dir, "tau-controller.log")
+	log, err := os.Create(d.ctrlLog)
+	if err != nil {
+		return err
+	}
+	d.ctrl = exec.Command(bin,
+		"--kubeconfig", d.cluster.Kubeconfig(),
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
+		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
+		"--webhook-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[2]),
+		"--source-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[3]),
+		"--source-url", fmt.Sprintf("http://127.0.0.1:%d", ports[3]),
+		"--cache-dir", filepath.Join(d.dir, "cache"),
+		"--namespace", "default")
+	d.ctrl.Stdout, d.ctrl.Stderr = log, log
+	d.ctrl.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := d.ctrl.Start(); err != nil {
+		return err
+	}
+	return waitHTTP(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]), 60*time.Second)
+}
+
+// register creates the TauPlatform and the TauRepository, and waits for the
+// platform's policy to be in force.
+func (d *demo) register(ctx context.Context) error {
+	platform := &taugridv1.TauPlatform{
+		ObjectMeta: metav1.ObjectMeta{Name: "default"},
+		Spec: taugridv1.TauPlatformSpec{GitSource: taugridv1.GitSource{URL: d.gitURL + "/platform.git"}, Ref: "main", Path: ".",
+			Interval: metav1.Duration{Duration: 30 * time.Second}},
+	}
+	repo := &taugridv1.TauRepository{
+		ObjectMeta: metav1.ObjectMeta{Name: "research", Namespace: "team-a"},
+		Spec: taugridv1.TauRepositorySpec{GitSource: taugridv1.GitSource{URL: d.gitURL + "/team-a/research.git"},
+			Platform: "default", Interval: metav1.Duration{Duration: 2 * time.Second}},
+	}
+	for _, o := range []client.Object{platform, repo} {
+		if err := d.k8s.Create(ctx, o); err != nil {
+			return err
+		}
+	}
+	err := d.poll(ctx, 60*time.Second, func() (bool, string, error) {
+		p := &taugridv1.TauPlatform{}
+		if err := d.k8s.Get(ctx, types.NamespacedName{Name: "default"}, p); err != nil {
+			return false, "", err
+		}
+		if p.Status.Commit != "" {
+			return true, fmt.Sprintf("platform policy in force at commit %.12s", p.Status.Commit), nil
+		}
+		return false, "", nil
+	})
+	if err != nil {
+		return err
+	}
+	// Tags already in a repository when it is registered are history, not
+	// requests: wait for the first poll before pushing one.
+	return d.poll(ctx, 60*time.Second, func() (bool, string, error) {
+		r := &taugridv1.TauRepository{}
+		if err := d.k8s.Get(ctx, client.ObjectKeyFromObject(repo), r); err != nil {
+			return false, "", err
+		}
+		return r.Status.LastPollTime != nil, "research repo watched", nil
+	})
+}
+
+// runOnce pushes a run tag and follows the run to the end.
+func (d *demo) runOnce(ctx context.Context) error {
+	tag := "run/demo-" + time.Now().UTC().Format("20060102-150405")
+	for _, args := range [][]string{{"-C", d.research, "tag", tag}, {"-C", d.research, "push", "--quiet", "origin", tag}} {
+		if _, err := gittest.Git(d.gitEnv, "", nil, args...); err != nil {
+			return err
+		}
+	}
+	d.say("git push origin %s  (the researcher's only step)", tag)
+	ref := "refs/tags/" + tag
+	last := ""
+	err := d.poll(ctx, 3*time.Minute, func() (bool, string, error) {
+		var runs taugridv1.TauRunList
+		if err := d.k8s.List(ctx, &runs, client.InNamespace("team-a")); err != nil {
+			return false, "", err
+		}
+		for _, r := range runs.Items {
+			if r.Spec.Trigger.Ref != ref {
+				continue
+			}
+			line := fmt.Sprintf("TauRun %s: %s", r.Name, strings.ToLower(string(r.Status.Phase)))
+			if msg := r.Status.Message; msg != "" && !strings.EqualFold(msg, string(r.Status.Phase)) {
+				line += " (" + r.Status.Message + ")"
+			}
+			if line != last {
+				last = line
+				d.say("%s", line)
+			}
+			switch r.Status.Phase {
+			case taugridv1.PhaseSucceeded:
+				return true, "", nil
+			case taugridv1.PhaseFailed, taugridv1.PhaseCancelled:
+				return false, "", fmt.Errorf("the run ended %s: %s", r.Status.Phase, r.Status.Message)
+			}
+		}
+		return false, "", nil
+	})
+	if err != nil {
+		return fmt.Errorf("%w (controller log: %s)", err, d.ctrlLog)
+	}
+	d.say("done. With the cluster kept (go run ./hack/demo --keep), see it with:")
+	fmt.Printf("    export KUBECONFIG=%s\n    kubectl get tau -A; kubectl get jobs,workloads -n team-a\n", d.cluster.Kubeconfig())
+	return nil
+}
+
+// poll calls check every 250 ms until it reports done, printing its message.
+func (d *demo) poll(ctx context.Context, timeout time.Duration, check func() (bool, string, error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		done, msg, err := check()
+		if err != nil {
+			return err
+		}
+		if done {
+			if msg != "" {
+				d.say("%s", msg)
+			}
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("timed out after %s", timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
+func (d *demo) cleanup() error {
+	var errs []error
+	if d.ctrl != nil && d.ctrl.Process != nil {
+		_ = syscall.Kill(-d.ctrl.Process.Pid, syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = d.ctrl.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = syscall.Kill(-d.ctrl.Process.Pid, syscall.SIGKILL)
+		}
+	}
+	if d.git != nil {
+		errs = append(errs, d.git.Close())
+	}
+	if d.cluster != nil {
+		d.say("stopping the local cluster")
+		errs = append(errs, d.cluster.Down(context.Background(), indent(os.Stdout)))
+	}
+	errs = append(errs, os.RemoveAll(d.dir))
+	return errors.Join(errs...)
+}
+
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func waitHTTP(ctx context.Context, url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s not ready after %s", url, timeout)
+}
+
+// indent prefixes a sub-step's output so the demo's own lines stand out.
+func indent(w io.Writer) io.Writer { return &prefixWriter{w: w} }
+
+type prefixWriter struct{ w io.Writer }
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	lines := bytes.SplitAfter(b, []byte("\n"))
+	for _, l := range lines {
+		if len(l) > 0 {
+			if _, err := p.w.Write(append([]byte("          "), l...)); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return len(b), nil
+}

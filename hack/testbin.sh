@@ -34,7 +34,7 @@ step() { # name, command...
 	local name=$1
 	shift
 	if [ -x "$dir/$name" ]; then
-		echo "testbin: $name: cached"
+		echo "testbin: $name: cached" >&2
 		return
 	fi
 	echo "testbin: building $name ..." >&2

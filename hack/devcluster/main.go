@@ -19,6 +19,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
 	"github.com/taugrid/taugrid/hack/devcluster/cluster"
 )
 
@@ -27,6 +30,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "usage: devcluster up|down|status|smoke")
 		os.Exit(2)
 	}
+	// The client libraries log nothing worth showing here; without a logger,
+	// controller-runtime prints a warning with a stack trace after 30 s.
+	ctrllog.SetLogger(logr.Discard())
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1]); err != nil {

@@ -17,6 +17,7 @@ import (
 // BenchmarkHarnessWarmStart measures Start (etcd, kube-apiserver, CRDs, Kueue)
 // plus Stop, with the binaries already built.
 func BenchmarkHarnessWarmStart(b *testing.B) {
+	needsControlPlane(b)
 	var starts []time.Duration
 	for b.Loop() {
 		begin := time.Now()

@@ -84,7 +84,7 @@ func checkPinned(name, path string) error {
 	}
 	info, err := buildinfo.ReadFile(path)
 	if err != nil {
-		return fmt.Errorf("control-plane binary %s: %v: run make testbin", path, err)
+		return fmt.Errorf("control-plane binary %s: %w: run make testbin", path, err)
 	}
 	if info.Main.Path != module {
 		return fmt.Errorf("control-plane binary %s is built from %s, not %s: run make testbin", path, info.Main.Path, module)

@@ -182,8 +182,12 @@ func (k *Kueue) Prepare(ctx context.Context, c client.Client) error {
 	}
 	err := c.Create(ctx, secret)
 	if apierrors.IsAlreadyExists(err) {
-		// Left by an earlier run with other certificates: ours must win.
-		err = c.Update(ctx, secret)
+		// Left by an earlier Kueue with other certificates: ours must win.
+		var existing corev1.Secret
+		if err = c.Get(ctx, client.ObjectKeyFromObject(secret), &existing); err == nil {
+			existing.Data = secret.Data
+			err = c.Update(ctx, &existing)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("kueue: writing Secret %s/%s: %w", kueueNamespace, kueueWebhookSecret, err)

@@ -81,6 +81,7 @@ const (
 )
 
 func TestAFailedStartNamesTheComponentAndLeavesNoProcessBehind(t *testing.T) {
+	needsControlPlane(t)
 	tests := map[string]struct {
 		replace   map[string]string // binaries replaced by a script
 		opts      Options
@@ -184,6 +185,7 @@ func runHelper() int {
 }
 
 func TestATestProcessKilledMidRunLeavesNoProcessBehind(t *testing.T) {
+	needsControlPlane(t)
 	reportPath := filepath.Join(t.TempDir(), "report.json")
 	helper := exec.Command(os.Args[0], "-test.run=^$")
 	helper.Env = append(os.Environ(), helperEnv+"="+reportPath)

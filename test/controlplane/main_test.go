@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 var (
@@ -22,6 +24,7 @@ var (
 // failure tests never pays for it.
 func sharedEnv(t testing.TB) *Env {
 	t.Helper()
+	needsControlPlane(t)
 	sharedOnce.Do(func() {
 		start := time.Now()
 		shared, sharedErr = Start(context.Background(), Options{Kueue: true, KubeRay: true})
@@ -36,6 +39,8 @@ func sharedEnv(t testing.TB) *Env {
 }
 
 func TestMain(m *testing.M) {
+	// controller-runtime warns, with a stack, when its logger is never set.
+	ctrllog.SetLogger(logr.Discard())
 	if os.Getenv(helperEnv) != "" {
 		os.Exit(runHelper())
 	}
@@ -50,6 +55,15 @@ func TestMain(m *testing.M) {
 		}
 	}
 	os.Exit(code)
+}
+
+// needsControlPlane skips a test in -short mode (make test-unit), where no
+// control plane starts.
+func needsControlPlane(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the real control plane; run without -short")
+	}
 }
 
 // create creates each object in order, failing the test on error.

@@ -92,18 +92,11 @@ func (c *child) waitReady(ctx context.Context, url string, timeout time.Duration
 	}
 }
 
-// stop terminates the child's whole process group: SIGTERM, then SIGKILL after
-// grace. It returns once the child has been reaped.
-func (c *child) stop(grace time.Duration) {
-	_ = syscall.Kill(-c.pid(), syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(grace):
-		_ = syscall.Kill(-c.pid(), syscall.SIGKILL)
-		<-c.done
-	}
-	// Anything the child left in its group goes too.
+// kill kills the child's whole process group and returns once the child has been
+// reaped.
+func (c *child) kill() {
 	_ = syscall.Kill(-c.pid(), syscall.SIGKILL)
+	<-c.done
 }
 
 func httpOK(ctx context.Context, url string) bool {

@@ -105,12 +105,11 @@ func (w *wrapper) pid() (int, bool) {
 	return pid, err == nil && exe == w.binary
 }
 
-// kill kills the wrapper's process group if it still runs, and closes the log.
+// kill kills the wrapper's process group if it still runs.
 func (w *wrapper) kill() {
 	if pid, ok := w.pid(); ok {
 		_ = syscall.Kill(-pid, syscall.SIGKILL)
 	}
-	_ = w.log.Close()
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }

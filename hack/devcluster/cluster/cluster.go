@@ -72,14 +72,16 @@ func (c *Cluster) Kubeconfig() string { return filepath.Join(c.Dir, "kubeconfig"
 // LogDir holds one log per component; Down keeps it.
 func (c *Cluster) LogDir() string { return filepath.Join(c.Dir, "logs") }
 
-func (c *Cluster) kwokDir() string              { return filepath.Join(c.Dir, "kwok") }
-func (c *Cluster) logPath(name string) string   { return filepath.Join(c.LogDir(), name+".log") }
-func (c *Cluster) binary(name string) string    { return filepath.Join(c.BinDir, name) }
-func (c *Cluster) clusterDir() string           { return filepath.Join(c.kwokDir(), "clusters", Name) }
-func (c *Cluster) kueueDir() string             { return filepath.Join(c.Dir, "kueue") }
-func (c *Cluster) pidPath(name string) string   { return filepath.Join(c.Dir, "run", name+".pid") }
-func (c *Cluster) exists() bool                 { _, err := os.Stat(c.clusterDir()); return err == nil }
-func (c *Cluster) controllers() []string        { return []string{controlplane.BinKueue, controlplane.BinKubeRay} }
+func (c *Cluster) kwokDir() string            { return filepath.Join(c.Dir, "kwok") }
+func (c *Cluster) logPath(name string) string { return filepath.Join(c.LogDir(), name+".log") }
+func (c *Cluster) binary(name string) string  { return filepath.Join(c.BinDir, name) }
+func (c *Cluster) clusterDir() string         { return filepath.Join(c.kwokDir(), "clusters", Name) }
+func (c *Cluster) kueueDir() string           { return filepath.Join(c.Dir, "kueue") }
+func (c *Cluster) pidPath(name string) string { return filepath.Join(c.Dir, "run", name+".pid") }
+func (c *Cluster) exists() bool               { _, err := os.Stat(c.clusterDir()); return err == nil }
+func (c *Cluster) controllers() []string {
+	return []string{controlplane.BinKueue, controlplane.BinKubeRay}
+}
 func (c *Cluster) neededBinaries() []string {
 	return []string{
 		controlplane.BinEtcd, controlplane.BinKubeAPIServer, controlplane.BinControllerManager,

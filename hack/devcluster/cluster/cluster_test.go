@@ -5,19 +5,28 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/taugrid/taugrid/test/controlplane"
 )
 
+func TestMain(m *testing.M) {
+	// controller-runtime warns, with a stack, when its logger is never set.
+	ctrllog.SetLogger(logr.Discard())
+	os.Exit(m.Run())
+}
+
 // TestUpRunsAQueuedGPUJobToCompletionAndDownLeavesNothing is the demo's whole life
 // in a private state directory: up (twice: the second is a no-op), a suspended
-// 1-GPU Job admitted by Kueue and completed on a fake node, down with no process
-// left.
+// 1-GPU Job admitted by Kueue and completed on a fake node, Kueue killed and
+// restarted by up, down with no process left.
 func TestUpRunsAQueuedGPUJobToCompletionAndDownLeavesNothing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the kwok end-to-end test starts a whole cluster")
@@ -52,6 +61,21 @@ func TestUpRunsAQueuedGPUJobToCompletionAndDownLeavesNothing(t *testing.T) {
 		t.Fatalf("smoke Job: %v", err)
 	}
 	t.Logf("smoke Job completed in %s", took)
+
+	// A dead Kueue is restarted by the next up, with its certificates re-issued.
+	pid, _ := c.runningPID(controlplane.BinKueue)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("killing Kueue (pid %d): %v", pid, err)
+	}
+	for alive(pid) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := c.Up(ctx, &out); err != nil {
+		t.Fatalf("up after Kueue died: %v", err)
+	}
+	if _, err := c.Smoke(ctx, time.Minute); err != nil {
+		t.Fatalf("smoke Job after Kueue's restart: %v", err)
+	}
 
 	if err := c.Down(ctx, &out); err != nil {
 		t.Fatalf("down: %v", err)

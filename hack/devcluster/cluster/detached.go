@@ -58,15 +58,7 @@ func (c *Cluster) prepareKueue(ctx context.Context, cl client.Client) (*controlp
 	if err != nil {
 		return nil, err
 	}
-	crds, err := k.CRDs()
-	if err != nil {
-		return nil, err
-	}
-	rayDir, err := controlplane.KubeRayCRDDir()
-	if err != nil {
-		return nil, err
-	}
-	ray, err := controlplane.ReadCRDs(rayDir)
+	crds, err := controlplane.StandardCRDs(k)
 	if err != nil {
 		return nil, err
 	}
@@ -74,7 +66,7 @@ func (c *Cluster) prepareKueue(ctx context.Context, cl client.Client) (*controlp
 	if err != nil {
 		return nil, err
 	}
-	if err := controlplane.InstallCRDs(cfg, append(crds, ray...)); err != nil {
+	if err := controlplane.InstallCRDs(cfg, crds); err != nil {
 		return nil, fmt.Errorf("installing the Kueue and KubeRay CRDs: %w", err)
 	}
 	return k, k.Prepare(ctx, cl)
@@ -93,7 +85,9 @@ func (c *Cluster) startDetached(ctx context.Context, name string, args []string,
 	cmd := exec.Command(c.binary(name), args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	fail := func(err error) error { return &controlplane.ComponentError{Component: name, LogPath: logPath, Err: err} }
+	fail := func(err error) error {
+		return &controlplane.ComponentError{Component: name, LogPath: logPath, Err: err}
+	}
 	if err := cmd.Start(); err != nil {
 		return fail(err)
 	}
@@ -109,7 +103,7 @@ func (c *Cluster) startDetached(ctx context.Context, name string, args []string,
 		<-exited
 		_ = os.Remove(c.pidPath(name))
 		if errors.Is(err, errExited) {
-			err = fmt.Errorf("exited while starting: %v", exitErr)
+			err = fmt.Errorf("exited while starting: %w", exitErr)
 		}
 		return fail(err)
 	}
@@ -190,8 +184,9 @@ func alive(pid int) bool {
 }
 
 // processesUsing lists the live processes (not this one) whose command line
-// mentions dir: every process of the cluster does, through a path in its flags.
+// mentions a path inside dir: every process of the cluster does, in its flags.
 func processesUsing(dir string) []int {
+	inside := []byte(filepath.Clean(dir) + string(filepath.Separator))
 	var pids []int
 	paths, _ := filepath.Glob("/proc/[0-9]*/cmdline")
 	for _, p := range paths {
@@ -199,7 +194,7 @@ func processesUsing(dir string) []int {
 		if pid == os.Getpid() || !alive(pid) {
 			continue
 		}
-		if data, err := os.ReadFile(p); err == nil && bytes.Contains(data, []byte(dir)) {
+		if data, err := os.ReadFile(p); err == nil && bytes.Contains(data, inside) {
 			pids = append(pids, pid)
 		}
 	}

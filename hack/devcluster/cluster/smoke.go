@@ -105,10 +105,10 @@ func RunJob(ctx context.Context, cl client.WithWatch, timeout time.Duration) (Jo
 				return times, nil
 			}
 			if jobCondition(j, batchv1.JobFailed) {
-				return times, fmt.Errorf("Job %s/%s failed: %+v", j.Namespace, j.Name, j.Status.Conditions)
+				return times, fmt.Errorf("job %s/%s failed: %+v", j.Namespace, j.Name, j.Status.Conditions)
 			}
 		case <-ctx.Done():
-			return times, fmt.Errorf("Job %s/%s not complete after %s (suspended=%v, status %+v): see the kueue and kwok logs",
+			return times, fmt.Errorf("job %s/%s not complete after %s (suspended=%v, status %+v): see the kueue and kwok logs",
 				last.Namespace, last.Name, timeout, ptr.Deref(last.Spec.Suspend, false), last.Status)
 		}
 	}

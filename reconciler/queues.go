@@ -130,7 +130,7 @@ func checkCohortCycles(parents map[string]string) error {
 		seen := map[string]bool{}
 		for c := start; c != ""; c = parents[c] {
 			if seen[c] {
-				return fmt.Errorf("Cohort %s: its parents form a cycle through %s", start, c)
+				return fmt.Errorf("cohort %s: its parents form a cycle through %s", start, c)
 			}
 			seen[c] = true
 		}

@@ -99,7 +99,7 @@ func (d *demo) startGit(ctx context.Context) error {
 		return err
 	}
 	d.git = &http.Server{Handler: &gittest.HTTPServer{Root: root}, ReadHeaderTimeout: 10 * time.Second}
-	go d.git.Serve(l)
+	go func() { _ = d.git.Serve(l) }()
 	d.gitURL = "http://" + l.Addr().String()
 	d.gitEnv = gittest.Env(filepath.Join(d.dir, "home"))
 	for _, repo := range []struct{ name, src string }{{"platform", "examples/platform"}, {"team-a/research", "examples/research"}} {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/gitsource"
@@ -150,21 +151,28 @@ func (r *RepositoryReconciler) reconcilePoll(ctx context.Context, repo *taugridv
 	return nil
 }
 
-// previousRefs is what the last poll saw; on the first poll, everything
-// already there except run refs counts as seen.
+// previousRefs is what the last poll saw. On the first poll everything
+// already there except run refs counts as seen; after the triggers changed,
+// so does the current head of a branch that just became watched.
 func (r *RepositoryReconciler) previousRefs(ctx context.Context, repo *taugridv1.TauRepository, remote gitsource.Remote, t gitsource.Triggers) (gitsource.RefSet, error) {
-	if repo.Status.LastPollTime != nil {
-		prev := gitsource.RefSet{}
-		for _, o := range repo.Status.ObservedRefs {
-			prev[o.Name] = gitsource.Ref{SHA: o.SHA, Peeled: o.Peeled}
-		}
+	first := repo.Status.LastPollTime == nil
+	prev := gitsource.RefSet{}
+	for _, o := range repo.Status.ObservedRefs {
+		prev[o.Name] = gitsource.Ref{SHA: o.SHA, Peeled: o.Peeled}
+	}
+	if !first && repo.Status.ObservedGeneration == repo.Generation {
 		return prev, nil
 	}
 	cur, err := r.Git.ListRefs(ctx, remote)
 	if err != nil {
 		return nil, err
 	}
-	return t.Baseline(cur), nil
+	for name, ref := range t.Baseline(cur) {
+		if _, seen := prev[name]; !seen && (first || strings.HasPrefix(name, "refs/heads/")) {
+			prev[name] = ref
+		}
+	}
+	return prev, nil
 }
 
 func observedRefs(refs gitsource.RefSet) []taugridv1.ObservedRef {

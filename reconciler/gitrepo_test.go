@@ -128,3 +128,14 @@ func (r *gitRepo) deleteRemoteTag(name string) {
 	r.t.Helper()
 	r.git("-C", r.work, "push", "--quiet", "origin", ":refs/tags/"+name)
 }
+
+// runRef pushes what `tau run` pushes: an annotated tag object whose message
+// is the run request, under refs/tau/runs/<id>.
+func (r *gitRepo) runRef(id, message string) string {
+	r.t.Helper()
+	tmp := "tau-run-" + id
+	r.git("-C", r.work, "tag", "--annotate", "--message", message, tmp)
+	r.git("-C", r.work, "push", "--quiet", "origin", "refs/tags/"+tmp+":refs/tau/runs/"+id)
+	r.git("-C", r.work, "tag", "--delete", tmp)
+	return "refs/tau/runs/" + id
+}

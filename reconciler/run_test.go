@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/render"
 	batchv1 "k8s.io/api/batch/v1"
@@ -226,4 +227,30 @@ func TestDeletingTheRunTagCancelsTheRun(t *testing.T) {
 			t.Errorf("the cancelled run's Job still exists")
 		}
 	}
+}
+
+func TestARunRefForTheRayTargetBecomesAnAdmittedRayJobThatSucceeds(t *testing.T) {
+	f := newRunFixture(t, "rt7")
+	ref := f.research.runRef("r-7f3a", "target: ray\nrequester: alice@example.com\n")
+	f.poll(t)
+	run := f.runOf(t, ref)
+	if run.Spec.Target != "ray" || run.Spec.Trigger.Kind != taugridv1.TriggerRunRef || run.Spec.Trigger.Requester != "alice@example.com" {
+		t.Errorf("run spec = %+v, want a RunRef for target ray requested by alice", run.Spec)
+	}
+	admitted := f.reconcileRun(t, run.Name, taugridv1.PhaseAdmitted)
+	if admitted.Status.Workload.Kind != "RayJob" {
+		t.Fatalf("workload = %+v, want a RayJob", admitted.Status.Workload)
+	}
+	rj := &rayv1.RayJob{}
+	key := types.NamespacedName{Namespace: f.ns, Name: admitted.Status.Workload.Name}
+	if err := k8s.Get(context.Background(), key, rj); err != nil {
+		t.Fatal(err)
+	}
+	// No Ray dashboard answers in the test cluster: report the job's end as
+	// KubeRay would.
+	rj.Status.JobDeploymentStatus, rj.Status.JobStatus = rayv1.JobDeploymentStatusComplete, rayv1.JobStatusSucceeded
+	if err := k8s.Status().Update(context.Background(), rj); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileRun(t, run.Name, taugridv1.PhaseSucceeded)
 }

@@ -1,0 +1,87 @@
+package reconciler
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+)
+
+// runningManager is a controller-runtime manager with TauGrid's three
+// reconcilers, as cmd/tau-controller wires them, that a test can stop and
+// start again to simulate a controller restart: nothing crosses from one
+// instance to the next but what is in the API server and git.
+type runningManager struct {
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+	// nudger is the webhook path's nudger, on the manager's cached client.
+	nudger *AnnotationNudger
+}
+
+func startManager(t testing.TB) *runningManager {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, IndexRepositoryURL, RepositoryURL); err != nil {
+		t.Fatal(err)
+	}
+	c, clk := mgr.GetClient(), clock.RealClock{}
+	policies := &PolicyStore{Client: c, Git: gitClient, Namespace: "default"}
+	for _, r := range []interface{ SetupWithManager(ctrl.Manager) error }{
+		&PlatformReconciler{Client: c, Git: gitClient, Policies: policies, Clock: clk, Recorder: events.NewFakeRecorder(1000)},
+		&RepositoryReconciler{Client: c, Git: gitClient, Policies: policies, Clock: clk, Recorder: events.NewFakeRecorder(1000)},
+		&RunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Scheme: scheme, Files: &GitFiles{Client: c, Git: gitClient},
+			Policies: policies, Clock: clk, Recorder: events.NewFakeRecorder(1000)},
+	} {
+		if err := r.SetupWithManager(mgr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := &runningManager{cancel: cancel, nudger: &AnnotationNudger{Client: c, Clock: clk}}
+	m.done.Add(1)
+	go func() {
+		defer m.done.Done()
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("manager cache did not sync")
+	}
+	return m
+}
+
+// stop stops the manager and waits until it has.
+func (m *runningManager) stop() {
+	m.cancel()
+	m.done.Wait()
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -12,7 +12,6 @@ import (
 	"sort"
 
 	"github.com/taugrid/taugrid/render"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -153,7 +152,7 @@ func checkQuotas(u *unstructured.Unstructured) error {
 					if !ok {
 						continue
 					}
-					q, err := resource.ParseQuantity(fmt.Sprint(v))
+					q, err := render.ParseQuantity(fmt.Sprint(v))
 					if err != nil || q.Sign() < 0 {
 						return fmt.Errorf("%s %s: spec.resourceGroups[%d].flavors[%d].resources[%d].%s: %v is not a non-negative quantity",
 							u.GetKind(), u.GetName(), gi, fi, ri, field, v)

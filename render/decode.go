@@ -237,17 +237,22 @@ func (d *decoder) custom(n *yaml.Node, v reflect.Value, path string) bool {
 			d.errorf(n, path, "expected a scalar, got %s", describe(n))
 			return true
 		}
+		if v.Type() == quantityType {
+			q, err := ParseQuantity(n.Value)
+			if err != nil {
+				d.errorf(n, path, "%v", err)
+			} else {
+				v.Set(reflect.ValueOf(q))
+			}
+			return true
+		}
 		raw := n.Value
 		if tag := n.ShortTag(); tag != "!!int" && tag != "!!float" {
 			b, _ := json.Marshal(n.Value)
 			raw = string(b)
 		}
 		if err := v.Addr().Interface().(json.Unmarshaler).UnmarshalJSON([]byte(raw)); err != nil {
-			if v.Type() == quantityType {
-				d.errorf(n, path, "invalid quantity %q: expected a number with an optional unit, such as 8, 500m or 64Gi", n.Value)
-			} else {
-				d.errorf(n, path, "invalid value %q: %v", n.Value, err)
-			}
+			d.errorf(n, path, "invalid value %q: %v", n.Value, err)
 		}
 		return true
 	}
@@ -496,4 +501,23 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// boundedQuantity is a resource quantity with at most 24 digits and a
+// two-digit exponent. resource.ParseQuantity accepts exponents of any size,
+// and comparing or printing 1e999999999 then takes practically forever: a
+// denial of service from one line of YAML.
+var boundedQuantity = regexp.MustCompile(`^[+-]?([0-9]{1,24}(\.[0-9]{0,24})?|\.[0-9]{1,24})(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?[0-9]{1,2}))?$`)
+
+// ParseQuantity parses a Kubernetes resource quantity from untrusted input,
+// refusing the oversized forms resource.ParseQuantity would accept.
+func ParseQuantity(s string) (resource.Quantity, error) {
+	if !boundedQuantity.MatchString(s) {
+		return resource.Quantity{}, fmt.Errorf("invalid quantity %q: expected a number with an optional unit, such as 8, 500m or 64Gi", s)
+	}
+	q, err := resource.ParseQuantity(s)
+	if err != nil {
+		return resource.Quantity{}, fmt.Errorf("invalid quantity %q: expected a number with an optional unit, such as 8, 500m or 64Gi", s)
+	}
+	return q, nil
 }

@@ -13,9 +13,9 @@ const SchemaID = "https://taugrid.dev/schemas/tau.v1.schema.json"
 
 // Patterns shared by the schema and the validator's messages.
 const (
-	// quantityPattern is a non-negative Kubernetes resource quantity
-	// (resource.ParseQuantity).
-	quantityPattern = `^\+?([0-9]+(\.[0-9]*)?|\.[0-9]+)(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?[0-9]+))?$`
+	// quantityPattern is a non-negative Kubernetes resource quantity within
+	// ParseQuantity's bounds.
+	quantityPattern = `^\+?([0-9]{1,24}(\.[0-9]{0,24})?|\.[0-9]{1,24})(([KMGTPE]i)|[numkMGTPE]|([eE][+-]?[0-9]{1,2}))?$`
 	// durationPattern is a Go duration string (time.ParseDuration).
 	durationPattern = `^[+-]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$|^0$`
 	// envNamePattern is an environment variable name outside TauGrid's

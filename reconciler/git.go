@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"sync"
 	"testing/fstest"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
@@ -65,19 +66,46 @@ func remoteFor(ctx context.Context, c client.Reader, namespace string, src taugr
 	return r, nil
 }
 
-// GitFiles reads tau files of research repositories through gitsource.
+// GitFiles reads tau files of research repositories through gitsource. A
+// file at a commit never changes, so it keeps the last files read: runs of
+// one commit (a sweep, a burst of run refs) read git once.
 type GitFiles struct {
 	Client client.Reader
 	Git    Git
+
+	mu    sync.Mutex
+	files map[string][]byte // by namespace, URL, commit and path
 }
+
+// maxCachedFiles bounds GitFiles' memory: tau files are at most 1 MiB and
+// usually a few hundred bytes.
+const maxCachedFiles = 256
 
 // ReadFile reads path at commit, which ref pointed at.
 func (g *GitFiles) ReadFile(ctx context.Context, repo *taugridv1.TauRepository, ref, commit, path string) ([]byte, error) {
+	// The namespace is part of the key: a tenant reads with its own
+	// credentials, never from another tenant's cache entry.
+	key := repo.Namespace + "\x00" + repo.Spec.URL + "\x00" + commit + "\x00" + path
+	g.mu.Lock()
+	data, ok := g.files[key]
+	g.mu.Unlock()
+	if ok {
+		return data, nil
+	}
 	remote, err := remoteFor(ctx, g.Client, repo.Namespace, repo.Spec.GitSource)
 	if err != nil {
 		return nil, err
 	}
-	return g.Git.ReadFile(ctx, remote, ref, commit, path)
+	if data, err = g.Git.ReadFile(ctx, remote, ref, commit, path); err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	if g.files == nil || len(g.files) >= maxCachedFiles {
+		g.files = map[string][]byte{}
+	}
+	g.files[key] = data
+	g.mu.Unlock()
+	return data, nil
 }
 
 // maxPolicyArchive bounds what a platform repo may unpack into memory.

@@ -17,7 +17,7 @@ var repoSeq atomic.Int64
 // server, driven by the real git CLI as a researcher or platform engineer
 // would.
 type gitRepo struct {
-	t    *testing.T
+	t    testing.TB
 	env  []string
 	work string
 	URL  string
@@ -25,7 +25,7 @@ type gitRepo struct {
 
 // newGitRepo creates a bare repository on the server and a working copy
 // whose first commit holds the files copied from srcDir.
-func newGitRepo(t *testing.T, name, srcDir string) *gitRepo {
+func newGitRepo(t testing.TB, name, srcDir string) *gitRepo {
 	t.Helper()
 	name = fmt.Sprintf("%s-%d", name, repoSeq.Add(1))
 	home := t.TempDir()
@@ -90,7 +90,7 @@ func (r *gitRepo) commit(msg string) string {
 
 // renamedCopy copies dir into a temporary directory, replacing strings in
 // every file, so a test can push its own variant of an example repo.
-func renamedCopy(t *testing.T, dir string, replace map[string]string) string {
+func renamedCopy(t testing.TB, dir string, replace map[string]string) string {
 	t.Helper()
 	out := t.TempDir()
 	if err := os.CopyFS(out, os.DirFS(dir)); err != nil {

@@ -72,7 +72,7 @@ func runTests(m *testing.M) int {
 }
 
 // integration skips a test in -short mode, where no control plane starts.
-func integration(t *testing.T) {
+func integration(t testing.TB) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs the real control plane; run without -short")

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -29,7 +30,9 @@ type runningManager struct {
 
 func startManager(t testing.TB) *runningManager {
 	t.Helper()
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = 100, 200 // as cmd/tau-controller's defaults
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",

@@ -27,11 +27,11 @@ type platformFixture struct {
 	name string
 }
 
-func newPlatform(t *testing.T) *platformFixture {
+func newPlatform(t testing.TB) *platformFixture {
 	return newPlatformFrom(t, "../examples/platform")
 }
 
-func newPlatformFrom(t *testing.T, dir string) *platformFixture {
+func newPlatformFrom(t testing.TB, dir string) *platformFixture {
 	t.Helper()
 	integration(t)
 	repo := newGitRepo(t, "platform", dir)
@@ -52,7 +52,7 @@ func newPlatformFrom(t *testing.T, dir string) *platformFixture {
 	}}
 }
 
-func (f *platformFixture) reconcile(t *testing.T) *taugridv1.TauPlatform {
+func (f *platformFixture) reconcile(t testing.TB) *taugridv1.TauPlatform {
 	t.Helper()
 	if _, err := f.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: f.name}}); err != nil {
 		t.Fatalf("reconcile: %v", err)
@@ -64,7 +64,7 @@ func (f *platformFixture) reconcile(t *testing.T) *taugridv1.TauPlatform {
 	return p
 }
 
-func gpuQuota(t *testing.T, cq string) string {
+func gpuQuota(t testing.TB, cq string) string {
 	t.Helper()
 	var q kueue.ClusterQueue
 	if err := k8s.Get(context.Background(), types.NamespacedName{Name: cq}, &q); err != nil {

@@ -23,6 +23,7 @@ import (
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -40,6 +41,9 @@ type TauFileReader interface {
 type PolicyProvider interface {
 	Policy(ctx context.Context, platform string) (*render.Policy, string, error)
 }
+
+// kueueJobUID is the label Kueue puts on a Workload: its job's UID.
+const kueueJobUID = "kueue.x-k8s.io/job-uid"
 
 // Event reasons, equal to the condition reasons they accompany.
 const (
@@ -260,8 +264,9 @@ func (r *RunReconciler) observe(ctx context.Context, run *taugridv1.TauRun) (Obs
 	} else if err != nil {
 		return obs, err
 	}
+	// Kueue labels each Workload with its owner's UID.
 	var wls kueue.WorkloadList
-	if err := r.List(ctx, &wls, client.InNamespace(run.Namespace)); err != nil {
+	if err := r.List(ctx, &wls, client.InNamespace(run.Namespace), client.MatchingLabels{kueueJobUID: string(owner.GetUID())}); err != nil {
 		return obs, err
 	}
 	for i := range wls.Items {
@@ -345,6 +350,7 @@ func (r *RunReconciler) setCondition(run *taugridv1.TauRun, t string, s metav1.C
 func (r *RunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&taugridv1.TauRun{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 8}).
 		Owns(&batchv1.Job{}).
 		Owns(&rayv1.RayJob{}).
 		Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(workloadToRun)).

@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -35,7 +36,7 @@ type runFixture struct {
 // newRunFixture pushes a variant of the example platform whose tenant,
 // queues, flavor and priorities carry the prefix, so fixtures never share a
 // cluster-scoped object.
-func newRunFixture(t *testing.T, prefix string) *runFixture {
+func newRunFixture(t testing.TB, prefix string) *runFixture {
 	t.Helper()
 	integration(t)
 	platformDir := renamedCopy(t, "../examples/platform", map[string]string{
@@ -66,14 +67,14 @@ func newRunFixture(t *testing.T, prefix string) *runFixture {
 	return f
 }
 
-func (f *runFixture) poll(t *testing.T) {
+func (f *runFixture) poll(t testing.TB) {
 	t.Helper()
 	if _, err := f.repos.Reconcile(context.Background(), reconcile.Request{NamespacedName: client.ObjectKeyFromObject(f.repo)}); err != nil {
 		t.Fatalf("polling the repository: %v", err)
 	}
 }
 
-func (f *runFixture) listRuns(t *testing.T) []taugridv1.TauRun {
+func (f *runFixture) listRuns(t testing.TB) []taugridv1.TauRun {
 	t.Helper()
 	var list taugridv1.TauRunList
 	if err := k8s.List(context.Background(), &list, client.InNamespace(f.ns)); err != nil {
@@ -82,7 +83,7 @@ func (f *runFixture) listRuns(t *testing.T) []taugridv1.TauRun {
 	return list.Items
 }
 
-func (f *runFixture) jobs(t *testing.T) []batchv1.Job {
+func (f *runFixture) jobs(t testing.TB) []batchv1.Job {
 	t.Helper()
 	var list batchv1.JobList
 	if err := k8s.List(context.Background(), &list, client.InNamespace(f.ns)); err != nil {
@@ -92,7 +93,7 @@ func (f *runFixture) jobs(t *testing.T) []batchv1.Job {
 }
 
 // runOf returns the one run a ref requested.
-func (f *runFixture) runOf(t *testing.T, ref string) *taugridv1.TauRun {
+func (f *runFixture) runOf(t testing.TB, ref string) *taugridv1.TauRun {
 	t.Helper()
 	for _, r := range f.listRuns(t) {
 		if r.Spec.Trigger.Ref == ref {
@@ -104,7 +105,7 @@ func (f *runFixture) runOf(t *testing.T, ref string) *taugridv1.TauRun {
 }
 
 // reconcileRun drives the run reconciler until the run reaches phase.
-func (f *runFixture) reconcileRun(t *testing.T, name string, phase taugridv1.RunPhase) *taugridv1.TauRun {
+func (f *runFixture) reconcileRun(t testing.TB, name string, phase taugridv1.RunPhase) *taugridv1.TauRun {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
@@ -126,7 +127,7 @@ func (f *runFixture) reconcileRun(t *testing.T, name string, phase taugridv1.Run
 }
 
 // completeJob does what the Job controller would when the pod exits 0.
-func completeJob(t *testing.T, ns, name string) {
+func completeJob(t testing.TB, ns, name string) {
 	t.Helper()
 	j := &batchv1.Job{}
 	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, j); err != nil {
@@ -138,7 +139,15 @@ func completeJob(t *testing.T, ns, name string) {
 		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now},
 		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now},
 	}
-	if err := k8s.Status().Update(context.Background(), j); err != nil {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &batchv1.Job{}
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(j), cur); err != nil {
+			return err
+		}
+		cur.Status = j.Status
+		return k8s.Status().Update(context.Background(), cur)
+	})
+	if err != nil {
 		t.Fatalf("completing Job %s: %v", name, err)
 	}
 }

@@ -32,6 +32,8 @@ import (
 type options struct {
 	metricsAddr, probeAddr, webhookAddr, sourceAddr string
 	leaderElect                                     bool
+	qps                                             float64
+	burst                                           int
 	namespace, cacheDir, sourceURL, fetchImage      string
 }
 
@@ -42,6 +44,8 @@ func main() {
 	flag.StringVar(&o.webhookAddr, "webhook-bind-address", ":9292", "git forge webhook receiver address (/hooks/<id>)")
 	flag.StringVar(&o.sourceAddr, "source-bind-address", ":9090", "source archive server address (/source/...)")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles")
+	flag.Float64Var(&o.qps, "kube-api-qps", 100, "sustained requests per second to the API server")
+	flag.IntVar(&o.burst, "kube-api-burst", 200, "request burst to the API server")
 	flag.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", "tau-system"), "namespace holding TauPlatform Secrets")
 	flag.StringVar(&o.cacheDir, "cache-dir", "/var/cache/taugrid", "git object and source archive cache")
 	flag.StringVar(&o.sourceURL, "source-url", "http://tau-controller.tau-system.svc:9090", "URL at which run pods reach the source server")
@@ -73,7 +77,9 @@ func newScheme() *runtime.Scheme {
 }
 
 func run(ctx context.Context, o options) error {
-	mgr, err := ctrl.NewManager(ctrl.GetConfigOrDie(), ctrl.Options{
+	cfg := ctrl.GetConfigOrDie()
+	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 newScheme(),
 		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress: o.probeAddr,

@@ -1,0 +1,167 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/render"
+	batchv1 "k8s.io/api/batch/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+)
+
+// firstSeen records when a watch first delivered each object satisfying ok.
+type firstSeen struct {
+	mu   sync.Mutex
+	seen map[string]time.Time
+}
+
+func watchFirst(b *testing.B, list client.ObjectList, ns string, key func(watch.Event) (string, bool)) (*firstSeen, func()) {
+	wc, err := client.NewWithWatch(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		b.Fatal(err)
+	}
+	w, err := wc.Watch(context.Background(), list, client.InNamespace(ns))
+	if err != nil {
+		b.Fatal(err)
+	}
+	fs := &firstSeen{seen: map[string]time.Time{}}
+	go func() {
+		for ev := range w.ResultChan() {
+			if ev.Type == watch.Error {
+				continue
+			}
+			if k, ok := key(ev); ok {
+				fs.mu.Lock()
+				if _, dup := fs.seen[k]; !dup {
+					fs.seen[k] = time.Now()
+				}
+				fs.mu.Unlock()
+			}
+		}
+	}()
+	return fs, w.Stop
+}
+
+func (f *firstSeen) wait(b *testing.B, k string, timeout time.Duration) time.Time {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		f.mu.Lock()
+		t, ok := f.seen[k]
+		f.mu.Unlock()
+		if ok {
+			return t
+		}
+		time.Sleep(time.Millisecond)
+	}
+	b.Fatalf("%s not seen within %s", k, timeout)
+	return time.Time{}
+}
+
+// BenchmarkNudgeToRun measures, over 100 runs pushed one after another as run
+// refs, the time from the webhook nudge to the TauRun created, to its Job
+// created, and to Kueue admitting it. Each Job is then completed so quota is
+// free for the next. The controller is the real manager on the real API
+// server and Kueue; the git server is real.
+func BenchmarkNudgeToRun(b *testing.B) {
+	f := newRunFixture(b, "rb1")
+	m := startManager(b)
+	defer m.stop()
+	runs, stopRuns := watchFirst(b, &taugridv1.TauRunList{}, f.ns, func(ev watch.Event) (string, bool) {
+		r, ok := ev.Object.(*taugridv1.TauRun)
+		return r.Spec.Trigger.Ref, ok
+	})
+	defer stopRuns()
+	jobs, stopJobs := watchFirst(b, &batchv1.JobList{}, f.ns, func(ev watch.Event) (string, bool) {
+		j, ok := ev.Object.(*batchv1.Job)
+		return j.Name, ok
+	})
+	defer stopJobs()
+	admitted, stopWl := watchFirst(b, &kueue.WorkloadList{}, f.ns, func(ev watch.Event) (string, bool) {
+		wl, ok := ev.Object.(*kueue.Workload)
+		if !ok || len(wl.OwnerReferences) == 0 || !apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted) {
+			return "", false
+		}
+		return wl.OwnerReferences[0].Name, true
+	})
+	defer stopWl()
+
+	const n = 100
+	var toRun, toJob, toAdmit []time.Duration
+	for i := range n {
+		ref := f.research.runRef(fmt.Sprintf("b-%03d", i), "target: default\n")
+		start := time.Now()
+		if err := m.nudger.Nudge(context.Background(), f.repo.Spec.URL); err != nil {
+			b.Fatal(err)
+		}
+		created := runs.wait(b, ref, 30*time.Second)
+		name := RunName(f.repo.Name, ref, f.research.git("-C", f.research.work, "rev-parse", "HEAD"), "default")
+		job := render.WorkloadName(name, 1)
+		jobAt := jobs.wait(b, job, 30*time.Second)
+		admitAt := admitted.wait(b, job, 30*time.Second)
+		toRun, toJob, toAdmit = append(toRun, created.Sub(start)), append(toJob, jobAt.Sub(start)), append(toAdmit, admitAt.Sub(start))
+		completeJob(b, f.ns, job)
+	}
+	for _, m := range []struct {
+		name string
+		ds   []time.Duration
+	}{{"run", toRun}, {"job", toJob}, {"admitted", toAdmit}} {
+		b.ReportMetric(ms(pct(m.ds, 50)), "nudge-to-"+m.name+"-p50-ms")
+		b.ReportMetric(ms(pct(m.ds, 99)), "nudge-to-"+m.name+"-p99-ms")
+	}
+}
+
+// BenchmarkSubmissions measures sustained submissions: 200 TauRuns waiting
+// when the controller starts (as after a burst of run refs, or an outage),
+// timed from the start until every one has its Job.
+func BenchmarkSubmissions(b *testing.B) {
+	f := newRunFixture(b, "rb2")
+	head := f.research.git("-C", f.research.work, "rev-parse", "HEAD")
+	const n = 200
+	for i := range n {
+		ref := fmt.Sprintf("refs/tau/runs/s-%03d", i)
+		run := &taugridv1.TauRun{
+			ObjectMeta: metav1.ObjectMeta{Name: RunName(f.repo.Name, ref, head, "default"), Namespace: f.ns},
+			Spec: taugridv1.TauRunSpec{Repository: f.repo.Name, Commit: head, Target: "default",
+				Trigger: taugridv1.Trigger{Kind: taugridv1.TriggerRunRef, Ref: "refs/heads/main"}},
+		}
+		if err := k8s.Create(context.Background(), run); err != nil {
+			b.Fatal(err)
+		}
+	}
+	start := time.Now()
+	m := startManager(b)
+	defer m.stop()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		var list batchv1.JobList
+		if err := k8s.List(context.Background(), &list, client.InNamespace(f.ns)); err != nil {
+			b.Fatal(err)
+		}
+		if len(list.Items) >= n {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d Jobs after 5 minutes", len(list.Items), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	took := time.Since(start)
+	b.ReportMetric(float64(n)/took.Seconds(), "submissions/s")
+}
+
+func pct(ds []time.Duration, p int) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, (len(s)*p+99)/100-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

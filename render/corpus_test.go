@@ -27,7 +27,7 @@ var testRun = Run{
 	Source: &SourceArchive{
 		URL:    "http://tau-controller.tau-system.svc:8080/source/research/4b825dc642cb6eb9a060e54bf8d69288fbee4904.tar.gz",
 		SHA256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
-		Image:  "ghcr.io/taugrid/tau-fetch:v0.1.0",
+		Image:  "ghcr.io/taugrid/tau:v0.1.0",
 	},
 }
 

@@ -364,7 +364,7 @@ func (p *Plan) podSpec(c corev1.Container) corev1.PodSpec {
 		spec.InitContainers = []corev1.Container{{
 			Name:            "tau-source",
 			Image:           src.Image,
-			Command:         []string{"tau-fetch", "--url=" + src.URL, "--sha256=" + src.SHA256, "--dest=" + SourceDir},
+			Command:         []string{"tau", "fetch-source", "--url=" + src.URL, "--sha256=" + src.SHA256, "--dest=" + SourceDir},
 			VolumeMounts:    []corev1.VolumeMount{{Name: "source", MountPath: SourceDir}},
 			SecurityContext: containerSecurity(),
 			Resources: corev1.ResourceRequirements{

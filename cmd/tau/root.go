@@ -26,6 +26,6 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newValidateCmd(), newRenderCmd(), newSchemaCmd())
+	root.AddCommand(newValidateCmd(), newRenderCmd(), newSchemaCmd(), newFetchSourceCmd())
 	return root
 }

@@ -107,7 +107,7 @@ func TestEveryRenderedObjectPassesServerSideDryRun(t *testing.T) {
 			}
 			objs, err := render.RenderConfig(rc, pol, "team-a", render.Run{
 				Name: fmt.Sprintf("dry-%d", i), Repository: "research", Commit: strings.Repeat("cd", 20), Target: "default", Attempt: 1,
-				Source: &render.SourceArchive{URL: "http://tau-controller.tau-system.svc:8080/source/x.tar.gz", SHA256: strings.Repeat("e", 64), Image: "ghcr.io/taugrid/tau-fetch:v0.1.0"},
+				Source: &render.SourceArchive{URL: "http://tau-controller.tau-system.svc:8080/source/x.tar.gz", SHA256: strings.Repeat("e", 64), Image: "ghcr.io/taugrid/tau:v0.1.0"},
 			})
 			if err != nil {
 				t.Fatal(err)

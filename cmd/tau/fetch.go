@@ -1,0 +1,160 @@
+package main
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+type fetchOptions struct {
+	URL     string
+	SHA256  string
+	Dest    string
+	Timeout time.Duration
+}
+
+// newFetchSourceCmd is the run pods' init container: it downloads the
+// commit's source archive from the controller, checks its sha256 before
+// unpacking anything, and unpacks it without letting any entry escape the
+// destination. Pods never hold git credentials.
+func newFetchSourceCmd() *cobra.Command {
+	opts := &fetchOptions{}
+	cmd := &cobra.Command{
+		Use:    "fetch-source --url URL --sha256 HEX --dest DIR",
+		Short:  "Download, verify and unpack a run's source archive (the init container)",
+		Hidden: true,
+		Args:   cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			n, err := fetchSource(cmd.Context(), opts)
+			if err == nil {
+				fmt.Fprintf(cmd.OutOrStdout(), "unpacked %d entries of %s into %s\n", n, opts.SHA256, opts.Dest)
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&opts.URL, "url", "", "archive URL")
+	cmd.Flags().StringVar(&opts.SHA256, "sha256", "", "expected sha256 of the archive, hex")
+	cmd.Flags().StringVar(&opts.Dest, "dest", "", "directory to unpack into")
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 10*time.Minute, "download timeout")
+	for _, f := range []string{"url", "sha256", "dest"} {
+		_ = cmd.MarkFlagRequired(f)
+	}
+	return cmd
+}
+
+func fetchSource(ctx context.Context, o *fetchOptions) (int, error) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	tmp, err := os.CreateTemp("", "tau-source-*.tar.gz")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(tmp.Name())
+	defer tmp.Close()
+	if err := download(ctx, o.URL, tmp, o.SHA256); err != nil {
+		return 0, err
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		return 0, err
+	}
+	return unpack(tmp, o.Dest)
+}
+
+// download writes the body to w and fails unless its sha256 is want.
+func download(ctx context.Context, url string, w io.Writer, want string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("downloading the source archive: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("downloading the source archive: %s", resp.Status)
+	}
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(w, h), resp.Body); err != nil {
+		return fmt.Errorf("downloading the source archive: %w", err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != strings.ToLower(want) {
+		return fmt.Errorf("source archive sha256 is %s, want %s: refusing to unpack it", got, want)
+	}
+	return nil
+}
+
+// unpack extracts a verified tar.gz into dest: regular files, directories
+// and symlinks, each confined to dest.
+func unpack(r io.Reader, dest string) (int, error) {
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return 0, err
+	}
+	tr := tar.NewReader(zr)
+	root, err := os.OpenRoot(dest)
+	if err != nil {
+		if err := os.MkdirAll(dest, 0o755); err != nil {
+			return 0, err
+		}
+		if root, err = os.OpenRoot(dest); err != nil {
+			return 0, err
+		}
+	}
+	defer root.Close()
+	n := 0
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+		if err := extract(root, tr, h); err != nil {
+			return n, fmt.Errorf("%s: %w", h.Name, err)
+		}
+		n++
+	}
+}
+
+func extract(root *os.Root, tr *tar.Reader, h *tar.Header) error {
+	name := filepath.Clean(h.Name)
+	if filepath.IsAbs(name) || name == ".." || strings.HasPrefix(name, "../") {
+		return errors.New("entry escapes the destination")
+	}
+	switch h.Typeflag {
+	case tar.TypeDir:
+		return root.MkdirAll(name, 0o755)
+	case tar.TypeSymlink:
+		// os.Root refuses to follow a link out of the root, so a link that
+		// points outside stays a dangling link, never a way out.
+		return root.Symlink(h.Linkname, name)
+	case tar.TypeReg:
+		if err := root.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+			return err
+		}
+		f, err := root.OpenFile(name, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, os.FileMode(h.Mode&0o755)|0o400)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(f, tr)
+		return errors.Join(err, f.Close())
+	}
+	return nil
+}

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"slices"
 	"strings"
 	"time"
@@ -64,7 +63,7 @@ func (b blobSource) open(h plumbing.Hash) (io.ReadCloser, int64, error) {
 		return nil, 0, notFound("blob", h.String())
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("%w: blob %s: %v", ErrCorrupt, h, err)
+		return nil, 0, fmt.Errorf("%w: blob %s: %w", ErrCorrupt, h, err)
 	}
 	r, err := blob.Reader()
 	return r, blob.Size, err
@@ -108,7 +107,7 @@ func listTree(store *repoStore, commit string, lim Limits) ([]treeEntry, error) 
 				return notFound("tree", e.Hash.String())
 			}
 			if err != nil {
-				return fmt.Errorf("%w: tree %s: %v", ErrCorrupt, p, err)
+				return fmt.Errorf("%w: tree %s: %w", ErrCorrupt, p, err)
 			}
 			if err := walk(sub, p+"/"); err != nil {
 				return err
@@ -152,7 +151,7 @@ type hashCounter struct {
 }
 
 func (h *hashCounter) Write(p []byte) (int, error) {
-	h.h.Write(p)
+	_, _ = h.h.Write(p) // hashes never fail
 	h.n += int64(len(p))
 	return len(p), nil
 }
@@ -171,7 +170,7 @@ func newArchiveWriter(tmpDir string, lim Limits) (*archiveWriter, error) {
 // abort removes the partial archive.
 func (a *archiveWriter) abort() {
 	a.f.Close()
-	os.Remove(a.f.Name())
+	_ = os.Remove(a.f.Name())
 }
 
 // finish completes the archive and returns its digest and size.
@@ -269,6 +268,3 @@ func buildArchive(ctx context.Context, src blobSource, commit, tmpDir string, li
 	}
 	return &Archive{Commit: commit, Digest: digest, Size: size, Files: len(entries), Path: a.f.Name()}, nil
 }
-
-// cleanPath normalises a path inside a repository.
-func cleanPath(p string) string { return path.Clean(strings.TrimPrefix(p, "/")) }

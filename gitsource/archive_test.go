@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/taugrid/taugrid/gitsource/gittest"
 )
 
 // archiveFiles reads an archive into path -> content; directories are
@@ -381,4 +383,45 @@ func randomText(n int) string {
 	b := make([]byte, n/2)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+func TestArchiveOfAHostileTree(t *testing.T) {
+	s := newServer(t)
+	r := s.newRepo("hostile")
+	blob, err := gittest.Git(s.env, r.dir, []byte("x\n"), "hash-object", "-w", "--stdin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mktree := func(entries string) string {
+		sha, err := gittest.Git(s.env, r.dir, []byte(entries), "mktree")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sha
+	}
+	gitDir := mktree("100644 blob " + blob + "\tconfig\n")
+	commitOf := func(tree, branch string) string {
+		c := r.git("commit-tree", tree, "-m", branch)
+		r.git("update-ref", "refs/heads/"+branch, c)
+		r.push(branch)
+		return c
+	}
+	withGitDir := commitOf(mktree("040000 tree "+gitDir+"\t.git\n040000 tree "+gitDir+"\t.GiT\n100644 blob "+blob+"\tok\n"), "gitdir")
+	withDotDot := commitOf(mktree("100644 blob "+blob+"\t..\n"), "dotdot")
+	client, _ := newClient(t)
+
+	a, err := client.Archive(ctxT(t), r.remote(), "refs/heads/gitdir", withGitDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]string{"ok": "x\n"}, archiveFiles(t, a.Path)); diff != "" {
+		t.Errorf("a .git directory must not reach the archive (-want +got):\n%s", diff)
+	}
+	_, err = client.Archive(ctxT(t), r.remote(), "refs/heads/dotdot", withDotDot)
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), `".."`) {
+		t.Fatalf("a .. entry: err = %v, want ErrCorrupt naming it", err)
+	}
+	if n := entries(t, client.cache.path("archives")); len(n) != 1 {
+		t.Errorf("archives: %v, want only the first", n)
+	}
 }

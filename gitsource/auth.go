@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
@@ -192,9 +191,4 @@ func (a *sshAuth) ClientConfig() (*ssh.ClientConfig, error) {
 		HostKeyAlgorithms: a.algos,
 		Timeout:           a.timeout,
 	}, nil
-}
-
-// scpLike reports whether raw is git@host:path rather than a URL.
-func scpLike(raw string) bool {
-	return !strings.Contains(raw, "://") && strings.Contains(raw, ":")
 }

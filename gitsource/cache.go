@@ -28,6 +28,9 @@ type cache struct {
 	max   int64
 	clock clock.Clock
 
+	// onRemove is told the key of each repository removed.
+	onRemove func(key string)
+
 	mu      sync.Mutex
 	entries map[string]*cacheEntry // by path relative to dir
 	total   int64
@@ -186,6 +189,9 @@ func (c *cache) removeLocked(rel string) {
 	delete(c.entries, rel)
 	if key, ok := strings.CutPrefix(rel, "repos"+string(filepath.Separator)); ok {
 		_ = os.RemoveAll(filepath.Join(c.dir, "commits", key))
+		if c.onRemove != nil {
+			c.onRemove(key)
+		}
 	}
 }
 

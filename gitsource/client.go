@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
@@ -82,6 +83,9 @@ type Client struct {
 	ssh     transport.Transport
 	lists   singleflight.Group
 	cache   *cache
+	// heads records, per cached repository, the watched branch heads last
+	// seen fetched (map[string]string, never modified once stored).
+	heads sync.Map
 }
 
 // NewClient builds a Client and registers its metrics.
@@ -124,6 +128,7 @@ func NewClient(opts Options) (*Client, error) {
 		if err != nil {
 			return nil, err
 		}
+		c.cache.onRemove = func(key string) { c.heads.Delete(key) }
 	}
 	return c, nil
 }

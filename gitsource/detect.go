@@ -106,14 +106,10 @@ type Tag struct {
 // not bad refs, which become Problems.
 func Detect(prev, cur RefSet, t Triggers, g Graph) (Detection, error) {
 	t = t.WithDefaults()
-	names := slices.Sorted(maps.Keys(t.Watched(mergeRefs(prev, cur))))
 	var d Detection
-	for _, name := range names {
+	for _, name := range changedRefs(prev, cur, t) {
 		p, inPrev := prev[name]
 		c, inCur := cur[name]
-		if inPrev && inCur && p.SHA == c.SHA {
-			continue
-		}
 		var err error
 		switch t.kindOf(name) {
 		case refRunTag, refRunRef:
@@ -130,11 +126,21 @@ func Detect(prev, cur RefSet, t Triggers, g Graph) (Detection, error) {
 	return d, nil
 }
 
-func mergeRefs(a, b RefSet) RefSet {
-	out := make(RefSet, len(a)+len(b))
-	maps.Copy(out, a)
-	maps.Copy(out, b)
-	return out
+// changedRefs lists, sorted, the watched refs that appeared, moved or went.
+func changedRefs(prev, cur RefSet, t Triggers) []string {
+	var names []string
+	for name, c := range cur {
+		if p, ok := prev[name]; (!ok || p.SHA != c.SHA) && t.kindOf(name) != refIgnored {
+			names = append(names, name)
+		}
+	}
+	for name := range prev {
+		if _, ok := cur[name]; !ok && t.kindOf(name) != refIgnored {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
 }
 
 // detectRun handles a run tag or run ref that appeared, moved or went.

@@ -119,8 +119,10 @@ func newRedactor(secrets ...string) redactor {
 	for _, s := range secrets {
 		if len(s) >= 3 { // shorter values would mask ordinary words
 			r.secrets = append(r.secrets, s)
-			if esc := url.QueryEscape(s); esc != s {
-				r.secrets = append(r.secrets, esc)
+			for _, esc := range []string{url.QueryEscape(s), url.PathEscape(s)} {
+				if esc != s {
+					r.secrets = append(r.secrets, esc)
+				}
 			}
 		}
 	}

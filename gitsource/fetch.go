@@ -80,17 +80,24 @@ func (c *Client) fetchOnce(ctx context.Context, ep *endpoint, store *repoStore, 
 	if err != nil {
 		return 0, serverError(err)
 	}
-	defer resp.Close()
+	defer func() { _ = resp.Close() }()
 	counter := &countingReader{r: packStream(req, resp)}
 	_, err = ingestPack(counter, store.packDir(), ingestLimits{
 		packBytes:   c.opts.Limits.MaxRepositoryBytes,
 		objectBytes: c.opts.Limits.MaxArchiveBytes,
 		deltaBytes:  c.opts.Limits.MaxFileBytes,
-		objects:     uint32(min(int64(c.opts.Limits.MaxFiles)*4+1_000_000, 1<<31)),
+		objects:     maxPackObjects(c.opts.Limits),
 	}, sp)
 	c.metrics.bytes.Add(float64(counter.n))
 	store.reload()
 	return counter.n, serverError(err)
+}
+
+// maxPackObjects bounds the objects of one pack, and so the memory its
+// index takes (about 150 bytes each): a depth-1 pack holds about one object
+// per file, a branch walk's adds its changes.
+func maxPackObjects(l Limits) uint32 {
+	return uint32(min(2*int64(l.MaxFiles)+100_000, 1<<31))
 }
 
 func newUploadRequest(ar *packp.AdvRefs, wants []plumbing.Hash, plan fetchPlan) (*packp.UploadPackRequest, error) {
@@ -141,7 +148,7 @@ func serverError(err error) error {
 	msg := err.Error()
 	if strings.Contains(msg, "not our ref") || strings.Contains(msg, "no such remote ref") ||
 		strings.Contains(msg, "want ") && strings.Contains(msg, "not valid") {
-		return fmt.Errorf("%w: the server no longer has the object asked for (ref deleted or moved during the fetch): %v", ErrNotFound, err)
+		return fmt.Errorf("%w: the server no longer has the object asked for (ref deleted or moved during the fetch): %w", ErrNotFound, err)
 	}
 	return err
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -200,5 +199,3 @@ func entries(t testing.TB, dir string) []string {
 	}
 	return names
 }
-
-func contains(s, sub string) bool { return strings.Contains(s, sub) }

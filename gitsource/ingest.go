@@ -78,7 +78,7 @@ func ingestPack(src io.Reader, packDir string, lim ingestLimits, sp *spool) (int
 	defer func() {
 		tmp.Close()
 		if !ok {
-			os.Remove(tmp.Name())
+			_ = os.Remove(tmp.Name())
 		}
 	}()
 	in := &ingester{
@@ -364,7 +364,7 @@ func (in *ingester) patch(base, delta []byte) ([]byte, error) {
 	}
 	out, err := packfile.PatchDelta(base, delta)
 	if err != nil {
-		return nil, fmt.Errorf("%w: bad delta: %v", ErrCorrupt, err)
+		return nil, fmt.Errorf("%w: bad delta: %w", ErrCorrupt, err)
 	}
 	return out, nil
 }
@@ -491,7 +491,7 @@ func (in *ingester) writeIndex(packDir, tmpPack string, sum plumbing.Hash) error
 	if err != nil {
 		return err
 	}
-	defer os.Remove(idxTmp.Name())
+	defer func() { _ = os.Remove(idxTmp.Name()) }() // gone already once renamed
 	bw := bufio.NewWriter(idxTmp)
 	if _, err := idxfile.NewEncoder(bw).Encode(idx); err != nil {
 		idxTmp.Close()
@@ -571,7 +571,7 @@ func eofCorrupt(err error) error {
 		return fmt.Errorf("%w: the pack ends early", ErrCorrupt)
 	case errors.As(err, &ce), errors.Is(err, zlib.ErrChecksum), errors.Is(err, zlib.ErrHeader),
 		errors.Is(err, zlib.ErrDictionary):
-		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return err
 }

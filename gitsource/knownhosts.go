@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha1"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -32,11 +33,11 @@ func parseKnownHosts(data []byte) (*knownHosts, error) {
 	rest := data
 	for len(bytes.TrimSpace(rest)) > 0 {
 		marker, hosts, key, _, next, err := ssh.ParseKnownHosts(rest)
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: known_hosts does not parse: %v", ErrHostKey, err)
+			return nil, fmt.Errorf("%w: known_hosts does not parse: %w", ErrHostKey, err)
 		}
 		rest = next
 		if marker == "cert-authority" {

@@ -51,7 +51,7 @@ func (c *Client) pollOnce(ctx context.Context, r Remote, prev RefSet, t Triggers
 		return PollResult{}, nil, err
 	}
 	cur := t.Watched(refs)
-	if sameRefs(prev, cur) && !hasBranch(cur, t) {
+	if sameRefs(prev, cur) && c.headsFetched(r, cur, t) {
 		return PollResult{Refs: cur}, nil, nil
 	}
 	s, err := c.open(r)
@@ -66,16 +66,40 @@ func (c *Client) pollOnce(ctx context.Context, r Remote, prev RefSet, t Triggers
 	if err != nil {
 		return PollResult{}, s.ep, err
 	}
+	c.heads.Store(s.key, branchHeads(cur, t))
 	return PollResult{Refs: cur, Detection: d}, nil, nil
 }
 
-func hasBranch(refs RefSet, t Triggers) bool {
-	for name := range refs {
+// headsFetched reports whether the watched branches' heads are known to be
+// in the cache already, so an idle poll need not open it: the history of a
+// head must be there before the branch moves, to tell a force-push from a
+// fast-forward. The record is memory only; losing it costs one look.
+func (c *Client) headsFetched(r Remote, cur RefSet, t Triggers) bool {
+	want := branchHeads(cur, t)
+	if len(want) == 0 {
+		return true
+	}
+	ep, err := newEndpoint(r, c.opts.DialTimeout)
+	if err != nil {
+		return false
+	}
+	v, ok := c.heads.Load(repoKey(ep, r.Auth))
+	if !ok {
+		return false
+	}
+	have := v.(map[string]string)
+	return maps.Equal(have, want)
+}
+
+// branchHeads maps the watched branches of refs to their heads.
+func branchHeads(refs RefSet, t Triggers) map[string]string {
+	heads := map[string]string{}
+	for name, ref := range refs {
 		if t.kindOf(name) == refBranch {
-			return true
+			heads[name] = ref.SHA
 		}
 	}
-	return false
+	return heads
 }
 
 func sameRefs(a, b RefSet) bool {
@@ -97,10 +121,10 @@ func (c *Client) fetchForDetect(ctx context.Context, s *session, prev, cur RefSe
 			continue
 		}
 		_, received, err := c.fetch(ctx, s.ep, s.store, fetchPlan{choose: wantAdvertised(n.refs), depth: n.depth, filter: n.filter})
-		c.cache.grew(s.rel, received)
 		if err != nil {
 			return err
 		}
+		c.cache.grew(s.rel, received)
 	}
 	return nil
 }

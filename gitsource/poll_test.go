@@ -147,9 +147,9 @@ func TestPollOfAnUnchangedRepositoryOnlyListsRefs(t *testing.T) {
 	r.write("tau.yaml", "name: a\n").commit("first")
 	r.git("tag", "-a", "-m", "x", "run/a")
 	r.push("main", "run/a")
-	p := newPoller(t, r, Triggers{})
+	p := newPoller(t, r, Triggers{Branches: []string{"main"}})
 	p.prev = nil
-	p.poll() // fetches the tag object once
+	p.poll() // fetches the tag object and main's recent history once
 	before := s.backend.Requests()
 	for range 3 {
 		p.expect("unchanged")
@@ -201,5 +201,44 @@ func writePackedRefs(t testing.TB, bare, commit string, n int) {
 	}
 	if err := os.WriteFile(filepath.Join(bare, "packed-refs"), []byte(b.String()), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestPollFetchesNoBlobsFromAServerWithPartialClone(t *testing.T) {
+	s := newServer(t)
+	r := s.newRepo("research")
+	s.git(s.bare("research"), "config", "uploadpack.allowFilter", "true")
+	r.write("tau.yaml", "name: a\n", "data.bin", randomText(32<<10)).commit("first")
+	r.push("main")
+	p := newPoller(t, r, Triggers{Branches: []string{"main"}})
+	p.poll()
+	r.git("tag", "-a", "-m", "target: default", "r-1")
+	r.push("refs/tags/r-1:refs/tau/runs/r-1")
+	c := r.write("tau.yaml", "name: b\n").commit("change")
+	r.push("main")
+	events := p.poll()
+	if len(events) != 2 {
+		t.Fatalf("events = %+v", events)
+	}
+	sess, err := p.client.open(p.remote)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob := r.git("rev-parse", c+":data.bin")
+	has := sess.store.has(blob)
+	sess.close()
+	if has {
+		t.Error("detection fetched blobs though the server filters them")
+	}
+	a, err := p.client.Archive(ctxT(t), p.remote, "refs/heads/main", c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := archiveFiles(t, a.Path)["tau.yaml"]; got != "name: b\n" {
+		t.Errorf("tau.yaml in the archive = %q", got)
+	}
+	run := events[1] // refs/heads/main sorts first
+	if got, err := p.client.ReadFile(ctxT(t), p.remote, run.Ref, run.Commit, "data.bin"); err != nil || len(got) != 32<<10 {
+		t.Errorf("ReadFile after a filtered fetch: %d bytes, %v", len(got), err)
 	}
 }

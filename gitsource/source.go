@@ -103,11 +103,11 @@ func (c *Client) buildFromStore(ctx context.Context, s *session, commit string) 
 
 func (c *Client) fetchAndBuild(ctx context.Context, s *session, ref, commit string) (*Archive, error) {
 	sp, n, err := c.fetch(ctx, s.ep, s.store, fetchPlan{choose: wantCommit(ref, commit), depth: 1, spool: true})
-	c.cache.grew(s.rel, n)
 	if err != nil {
 		return nil, err
 	}
-	defer sp.close()
+	c.cache.grew(s.rel, n)
+	defer func() { _ = sp.close() }()
 	if !s.store.has(commit) {
 		return nil, fmt.Errorf("%w: the server did not send commit %s", ErrNotFound, commit)
 	}
@@ -151,9 +151,9 @@ func (c *Client) storeArchive(key string, a *Archive) (*Archive, error) {
 	rel := archiveRel(a.Digest)
 	final := c.cache.path(rel)
 	if _, err := os.Stat(final); err == nil {
-		os.Remove(a.Path) // an equal tree was archived before
+		_ = os.Remove(a.Path) // an equal tree was archived before
 	} else if err := os.Rename(a.Path, final); err != nil {
-		os.Remove(a.Path)
+		_ = os.Remove(a.Path)
 		return nil, err
 	} else {
 		c.cache.grew(rel, a.Size)
@@ -206,10 +206,10 @@ func (c *Client) ReadFile(ctx context.Context, r Remote, ref, commit, path strin
 	data, err := s.store.readFile(commit, path, c.opts.Limits.MaxFileBytes)
 	if errors.Is(err, errMissing) {
 		_, n, ferr := c.fetch(ctx, s.ep, s.store, fetchPlan{choose: wantCommit(ref, commit), depth: 1})
-		c.cache.grew(s.rel, n)
 		if ferr != nil {
 			return nil, ferr
 		}
+		c.cache.grew(s.rel, n)
 		data, err = s.store.readFile(commit, path, c.opts.Limits.MaxFileBytes)
 	}
 	return data, wrapError("read", s.ep.display, s.ep.redactor, err)
@@ -222,7 +222,7 @@ func writeFileAtomic(path string, data []byte, tmpDir string) error {
 	}
 	_, werr := f.Write(data)
 	if err := errors.Join(werr, f.Close()); err != nil {
-		os.Remove(f.Name())
+		_ = os.Remove(f.Name())
 		return err
 	}
 	return os.Rename(f.Name(), path)

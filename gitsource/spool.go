@@ -28,7 +28,7 @@ func newSpool(dir string, maxBlob, maxTotal int64) (*spool, error) {
 		return nil, err
 	}
 	// Unlinked at once: the space is freed however the process ends.
-	os.Remove(f.Name())
+	_ = os.Remove(f.Name())
 	return &spool{maxBlob: maxBlob, maxTotal: maxTotal, f: f, w: bufio.NewWriterSize(f, 256<<10), blobs: make(map[plumbing.Hash]spoolEntry)}, nil
 }
 

@@ -81,7 +81,7 @@ func (s *repoStore) Commit(sha string) (Commit, error) {
 		return Commit{}, notFound("commit", sha)
 	}
 	if err != nil {
-		return Commit{}, fmt.Errorf("%w: commit %s: %v", ErrCorrupt, sha, err)
+		return Commit{}, fmt.Errorf("%w: commit %s: %w", ErrCorrupt, sha, err)
 	}
 	out := Commit{SHA: sha, Time: c.Committer.When.UTC(), Author: ident(c.Author)}
 	for _, p := range c.ParentHashes {
@@ -97,7 +97,7 @@ func (s *repoStore) Tag(sha string) (Tag, error) {
 		return Tag{}, notFound("tag", sha)
 	}
 	if err != nil {
-		return Tag{}, fmt.Errorf("%w: tag %s: %v", ErrCorrupt, sha, err)
+		return Tag{}, fmt.Errorf("%w: tag %s: %w", ErrCorrupt, sha, err)
 	}
 	return Tag{SHA: sha, Name: t.Name, Target: t.Target.String(), TargetType: t.TargetType.String(),
 		Tagger: ident(t.Tagger), Message: t.Message}, nil
@@ -127,7 +127,7 @@ func (s *repoStore) TauFiles(commit string, patterns []string) (map[string]strin
 				return nil, notFound("tree of", commit)
 			}
 			if err != nil {
-				return nil, fmt.Errorf("%w: tree %s of %s: %v", ErrCorrupt, dir, commit, err)
+				return nil, fmt.Errorf("%w: tree %s of %s: %w", ErrCorrupt, dir, commit, err)
 			}
 		}
 		for _, e := range tree.Entries {
@@ -145,14 +145,14 @@ func (s *repoStore) rootTree(commit string) (*object.Tree, error) {
 		return nil, notFound("commit", commit)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: commit %s: %v", ErrCorrupt, commit, err)
+		return nil, fmt.Errorf("%w: commit %s: %w", ErrCorrupt, commit, err)
 	}
 	t, err := object.GetTree(s.storage(), c.TreeHash)
 	if objNotFound(err) {
 		return nil, notFound("tree of", commit)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: tree of %s: %v", ErrCorrupt, commit, err)
+		return nil, fmt.Errorf("%w: tree of %s: %w", ErrCorrupt, commit, err)
 	}
 	return t, nil
 }
@@ -171,7 +171,7 @@ func (s *repoStore) readFile(commit, name string, maxBytes int64) ([]byte, error
 		return nil, notFound("tree of", commit)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s at %s: %v", ErrCorrupt, name, commit, err)
+		return nil, fmt.Errorf("%w: %s at %s: %w", ErrCorrupt, name, commit, err)
 	}
 	if e.Mode != filemode.Regular && e.Mode != filemode.Executable {
 		return nil, fmt.Errorf("%w: %s at %s is not a regular file", ErrNotFound, name, commit)
@@ -181,7 +181,7 @@ func (s *repoStore) readFile(commit, name string, maxBytes int64) ([]byte, error
 		return nil, notFound("blob of "+name+" at", commit)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s at %s: %v", ErrCorrupt, name, commit, err)
+		return nil, fmt.Errorf("%w: %s at %s: %w", ErrCorrupt, name, commit, err)
 	}
 	if blob.Size > maxBytes {
 		return nil, &LimitError{Limit: "file size", Path: name, Max: maxBytes}

@@ -125,9 +125,6 @@ func (t Triggers) Baseline(cur RefSet) RefSet {
 	return out
 }
 
-// isTauFile reports whether p matches one of the tau file patterns.
-func (t Triggers) isTauFile(p string) bool { return matchAny(t.TauFiles, p) }
-
 func matchAny(patterns []string, name string) bool {
 	for _, p := range patterns {
 		if ok, _ := path.Match(p, name); ok {

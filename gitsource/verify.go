@@ -66,14 +66,14 @@ func ParseKeyRing(sshKeys, pgpKeys []byte) (*KeyRing, error) {
 		}
 		key, err := parseAllowedSigner(line)
 		if err != nil {
-			return nil, fmt.Errorf("allowed SSH keys, line %d: %v", n, err)
+			return nil, fmt.Errorf("allowed SSH keys, line %d: %w", n, err)
 		}
 		k.ssh = append(k.ssh, key)
 	}
 	if len(bytes.TrimSpace(pgpKeys)) > 0 {
 		list, err := openpgp.ReadArmoredKeyRing(bytes.NewReader(pgpKeys))
 		if err != nil {
-			return nil, fmt.Errorf("allowed OpenPGP keys: %v", err)
+			return nil, fmt.Errorf("allowed OpenPGP keys: %w", err)
 		}
 		k.pgp = list
 	}
@@ -181,7 +181,7 @@ func (k *KeyRing) verifyPGP(msg []byte, armored string) (Signer, error) {
 	case errors.Is(err, pgperrors.ErrUnknownIssuer):
 		return Signer{}, fmt.Errorf("%w: OpenPGP key not in the allowed keys", ErrUntrustedSigner)
 	case err != nil:
-		return Signer{}, fmt.Errorf("%w: OpenPGP: %v", ErrBadSignature, err)
+		return Signer{}, fmt.Errorf("%w: OpenPGP: %w", ErrBadSignature, err)
 	}
 	s := Signer{Kind: "openpgp", Fingerprint: strings.ToUpper(hex.EncodeToString(e.PrimaryKey.Fingerprint))}
 	if id := e.PrimaryIdentity(); id != nil {
@@ -199,7 +199,7 @@ func (c *Client) VerifyTag(ctx context.Context, r Remote, tagSHA string, keys *K
 			return Signer{}, notFound("tag", tagSHA)
 		}
 		if err != nil {
-			return Signer{}, fmt.Errorf("%w: tag %s: %v", ErrCorrupt, tagSHA, err)
+			return Signer{}, fmt.Errorf("%w: tag %s: %w", ErrCorrupt, tagSHA, err)
 		}
 		return VerifyTag(t, keys)
 	})
@@ -214,7 +214,7 @@ func (c *Client) VerifyCommit(ctx context.Context, r Remote, commit string, keys
 			return Signer{}, notFound("commit", commit)
 		}
 		if err != nil {
-			return Signer{}, fmt.Errorf("%w: commit %s: %v", ErrCorrupt, commit, err)
+			return Signer{}, fmt.Errorf("%w: commit %s: %w", ErrCorrupt, commit, err)
 		}
 		return VerifyCommit(cm, keys)
 	})

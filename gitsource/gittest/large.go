@@ -3,6 +3,7 @@ package gittest
 import (
 	"bufio"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -55,7 +56,7 @@ func GenerateLarge(env []string, dir string, spec LargeSpec) error {
 		return fmt.Errorf("git fast-import: %w", err)
 	}
 	if werr != nil || cerr != nil {
-		return fmt.Errorf("writing fast-import stream: %v %v", werr, cerr)
+		return fmt.Errorf("writing fast-import stream: %w", errors.Join(werr, cerr))
 	}
 	return os.WriteFile(done, nil, 0o644)
 }
@@ -118,8 +119,8 @@ func (g *largeGen) commit(n int) {
 
 func (g *largeGen) file(mode, path string, data []byte) {
 	fmt.Fprintf(g.w, "M %s inline %s\ndata %d\n", mode, path, len(data))
-	g.w.Write(data)
-	g.w.WriteByte('\n')
+	_, _ = g.w.Write(data) // bufio.Writer errors stick; Flush reports them
+	_ = g.w.WriteByte('\n')
 }
 
 // content is random text of about AvgFileBytes, in lines of 76 characters.

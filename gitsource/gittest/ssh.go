@@ -104,7 +104,7 @@ func (s *SSHServer) serveConn(c net.Conn, cfg *ssh.ServerConfig) {
 	if err != nil {
 		return
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	go ssh.DiscardRequests(reqs)
 	for nc := range chans {
 		if nc.ChannelType() != "session" {
@@ -120,7 +120,7 @@ func (s *SSHServer) serveConn(c net.Conn, cfg *ssh.ServerConfig) {
 }
 
 func (s *SSHServer) serveSession(ch ssh.Channel, reqs <-chan *ssh.Request) {
-	defer ch.Close()
+	defer func() { _ = ch.Close() }()
 	for req := range reqs {
 		if req.Type != "exec" {
 			_ = req.Reply(req.Type == "env", nil)

@@ -66,12 +66,15 @@ func childPoll(args []string) ([]sample, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	c, err := gitsource.NewClient(gitsource.Options{CacheDir: dir})
 	if err != nil {
 		return nil, err
 	}
 	tr := gitsource.Triggers{}
+	if len(args) > 2 && args[2] == "true" {
+		tr.Branches = []string{"main"}
+	}
 	prev := make([]gitsource.RefSet, len(urls))
 	pollOne := func(i int) error {
 		res, err := c.Poll(context.Background(), gitsource.Remote{URL: urls[i]}, prev[i], tr)

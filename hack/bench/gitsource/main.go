@@ -2,7 +2,7 @@
 // git CLI, against a local git server in its own process, so only the
 // client's CPU is counted.
 //
-//	go run ./hack/bench/gitsource poll        [-repos 200] [-transport http|git]
+//	go run ./hack/bench/gitsource poll        [-repos 1000]
 //	go run ./hack/bench/gitsource refs        [-refs 10000]
 //	go run ./hack/bench/gitsource materialise [-commits 20000 -files 5000]
 //	go run ./hack/bench/gitsource all

@@ -45,13 +45,12 @@ func setupRefsRepo(n int) (string, error) {
 func runRefs(args []string) error {
 	fl := newFlags("refs")
 	n := fl.Int("refs", 10000, "run refs in the repository")
-	transport := fl.String("transport", "http", "http or git")
 	_ = fl.Parse(args)
 	root, err := setupRefsRepo(*n)
 	if err != nil {
 		return err
 	}
-	srv, err := startServer(*transport, root)
+	srv, err := startServer(root)
 	if err != nil {
 		return err
 	}
@@ -74,7 +73,7 @@ func runRefs(args []string) error {
 		cold, warm = append(cold, inner[0]), append(warm, inner[1])
 	}
 	c, w, g := median(cli), median(cold), median(warm)
-	fmt.Printf("\n### Listing a repository with %d run refs (%s, median of 5)\n\n", *n, *transport)
+	fmt.Printf("\n### Listing a repository with %d run refs (over HTTP, median of 5)\n\n", *n)
 	fmt.Println("| client | wall | client CPU | allocations |")
 	fmt.Println("|---|---|---|---|")
 	fmt.Printf("| `git ls-remote` | %s | %s | |\n", ms(c.Wall), ms(c.CPU))
@@ -90,7 +89,6 @@ func runMaterialise(args []string) error {
 	fl.IntVar(&spec.Files, "files", 5000, "files in its tree")
 	fl.IntVar(&spec.AvgFileBytes, "file-bytes", 6000, "average file size")
 	runs := fl.Int("runs", 3, "runs of each client; the median is shown")
-	transport := fl.String("transport", "http", "http or git")
 	naive := fl.Bool("naive", true, "also time go-git's PlainClone with a worktree")
 	_ = fl.Parse(args)
 	root := filepath.Join(benchDir(), "large")
@@ -100,7 +98,7 @@ func runMaterialise(args []string) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "repository ready in %v\n", time.Since(start).Round(time.Millisecond))
-	srv, err := startServer(*transport, root)
+	srv, err := startServer(root)
 	if err != nil {
 		return err
 	}
@@ -114,7 +112,7 @@ func runMaterialise(args []string) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(work)
+	defer func() { _ = os.RemoveAll(work) }()
 	var cli, ours, plain []sample
 	for i := range *runs {
 		s, err := cliMaterialise(url, filepath.Join(work, fmt.Sprint("cli-", i)))
@@ -137,16 +135,21 @@ func runMaterialise(args []string) error {
 		_ = os.RemoveAll(filepath.Join(work, fmt.Sprint("cli-", i)))
 		_ = os.RemoveAll(filepath.Join(work, fmt.Sprint("go-", i)))
 	}
-	c, o := median(cli), median(ours)
-	packs, _ := filepath.Glob(filepath.Join(root, spec.Name(), "objects", "pack", "*.pack"))
+	printMaterialise(spec, filepath.Join(root, spec.Name()), median(cli), median(ours), plain, *runs)
+	return nil
+}
+
+// printMaterialise writes the results as a Markdown table.
+func printMaterialise(spec gittest.LargeSpec, bare string, c, o sample, plain []sample, runs int) {
+	packs, _ := filepath.Glob(filepath.Join(bare, "objects", "pack", "*.pack"))
 	var packed int64
 	for _, p := range packs {
 		if fi, err := os.Stat(p); err == nil {
 			packed += fi.Size()
 		}
 	}
-	fmt.Printf("\n### Materialising one commit (%d commits, %d files, %.0f MB packed; %s, median of %d)\n\n",
-		spec.Commits, spec.Files+4, float64(packed)/1e6, *transport, *runs)
+	fmt.Printf("\n### Materialising one commit (%d commits, %d files, %.0f MB packed; over HTTP, median of %d)\n\n",
+		spec.Commits, spec.Files+4, float64(packed)/1e6, runs)
 	fmt.Println("| client | wall | client CPU | peak RSS | time vs CLI | memory vs CLI |")
 	fmt.Println("|---|---|---|---|---|---|")
 	fmt.Printf("| `git clone --depth 1 --single-branch` + `git archive --format=tar.gz` | %s | %s | %d MiB | 1.00x | 1.00x |\n",
@@ -158,7 +161,6 @@ func runMaterialise(args []string) error {
 		fmt.Printf("| go-git `PlainClone` depth 1 with worktree, no archive (naive, one run) | %s | %s | %d MiB | %s | %.2fx |\n",
 			secs(p.Wall), secs(p.CPU), p.MaxRSS/1024, ratio(p.Wall, c.Wall), float64(p.MaxRSS)/float64(c.MaxRSS))
 	}
-	return nil
 }
 
 // cliMaterialise is what a shell script would do: a shallow clone, then

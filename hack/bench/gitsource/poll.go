@@ -74,14 +74,14 @@ func copyDir(src, dst string) error {
 func runPoll(args []string) error {
 	fl := newFlags("poll")
 	n := fl.Int("repos", 1000, "repositories to poll")
-	transport := fl.String("transport", "http", "http or git")
 	conc := fl.Int("concurrency", 8, "concurrent polls for the throughput run")
+	branch := fl.Bool("watch-main", false, "also watch main for tau file changes")
 	_ = fl.Parse(args)
 	root, err := setupPollRepos(*n)
 	if err != nil {
 		return err
 	}
-	srv, err := startServer(*transport, filepath.Join(root, "repos"))
+	srv, err := startServer(filepath.Join(root, "repos"))
 	if err != nil {
 		return err
 	}
@@ -90,7 +90,7 @@ func runPoll(args []string) error {
 	for i := range urls {
 		urls[i] = fmt.Sprintf("%sr%04d.git", srv.base, i)
 	}
-	urlFile := filepath.Join(root, "urls-"+*transport)
+	urlFile := filepath.Join(root, "urls")
 	if err := os.WriteFile(urlFile, []byte(strings.Join(urls, "\n")+"\n"), 0o644); err != nil {
 		return err
 	}
@@ -103,13 +103,17 @@ func runPoll(args []string) error {
 		}
 		cli = cli.add(s)
 	}
-	_, passes, err := self("poll", urlFile, fmt.Sprint(*conc))
+	_, passes, err := self("poll", urlFile, fmt.Sprint(*conc), fmt.Sprint(*branch))
 	if err != nil {
 		return err
 	}
 	cold, warm, parallel := passes[0], passes[1], passes[2]
 	perPoll := parallel.CPU / time.Duration(*n)
-	fmt.Printf("\n### Poll of %d unchanged repositories (%s, sequential)\n\n", *n, *transport)
+	watched := "run tags and run refs"
+	if *branch {
+		watched += ", and main for tau file changes"
+	}
+	fmt.Printf("\n### Poll of %d unchanged repositories (over HTTP; watching %s)\n\n", *n, watched)
 	fmt.Println("| client | wall | client CPU | CPU vs CLI |")
 	fmt.Println("|---|---|---|---|")
 	fmt.Printf("| `git ls-remote`, one process per repository | %s | %s | 1.00x |\n", secs(cli.Wall), secs(cli.CPU))
@@ -117,6 +121,6 @@ func runPoll(args []string) error {
 	fmt.Printf("| gitsource `Poll`, steady state | %s | %s | %s |\n", secs(warm.Wall), secs(warm.CPU), ratio(warm.CPU, cli.CPU))
 	fmt.Printf("| gitsource `Poll`, %d concurrent | %s | %s | %s |\n", *conc, secs(parallel.Wall), secs(parallel.CPU), ratio(parallel.CPU, cli.CPU))
 	fmt.Printf("\nCPU per idle poll: %s (CLI %s). 10,000 repositories a minute would take %.3f cores.\n",
-		time.Duration(perPoll).String(), (cli.CPU / time.Duration(*n)).String(), perPoll.Seconds()*10000/60)
+		perPoll.String(), (cli.CPU / time.Duration(*n)).String(), perPoll.Seconds()*10000/60)
 	return nil
 }

@@ -64,7 +64,7 @@ func fetchSource(ctx context.Context, o *fetchOptions) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer os.Remove(tmp.Name())
+	defer func() { _ = os.Remove(tmp.Name()) }()
 	defer tmp.Close()
 	if err := download(ctx, o.URL, tmp, o.SHA256); err != nil {
 		return 0, err
@@ -116,7 +116,7 @@ func unpack(r io.Reader, dest string) (int, error) {
 			return 0, err
 		}
 	}
-	defer root.Close()
+	defer func() { _ = root.Close() }()
 	n := 0
 	for {
 		h, err := tr.Next()

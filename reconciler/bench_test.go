@@ -3,7 +3,11 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -156,6 +160,17 @@ func BenchmarkSubmissions(b *testing.B) {
 	}
 	took := time.Since(start)
 	b.ReportMetric(float64(n)/took.Seconds(), "submissions/s")
+	if mfs, err := crmetrics.Registry.Gather(); err == nil {
+		for _, mf := range mfs {
+			if mf.GetName() != "controller_runtime_reconcile_time_seconds" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				h := m.GetHistogram()
+				b.Logf("%v: %d reconciles, %.3f s in all", m.GetLabel(), h.GetSampleCount(), h.GetSampleSum())
+			}
+		}
+	}
 }
 
 func pct(ds []time.Duration, p int) time.Duration {
@@ -165,3 +180,65 @@ func pct(ds []time.Duration, p int) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// BenchmarkControllerMemory measures the controller's heap with 10,000
+// TauRuns in the cluster (TAU_BENCH_RUNS overrides the count): the runs are
+// created finished, the manager starts and syncs its caches, and the heap
+// in use after a GC is compared with the heap before the manager started.
+func BenchmarkControllerMemory(b *testing.B) {
+	n := 10_000
+	if v := os.Getenv("TAU_BENCH_RUNS"); v != "" {
+		n, _ = strconv.Atoi(v)
+	}
+	f := newRunFixture(b, "rb3")
+	head := f.research.git("-C", f.research.work, "rev-parse", "HEAD")
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				createFinishedRun(b, f, head, i)
+			}
+		}()
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+
+	runtime.GC()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	m := startManager(b)
+	defer m.stop()
+	time.Sleep(5 * time.Second) // let every run be reconciled once
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(after.HeapInuse-before.HeapInuse)/(1<<20), "controller-heap-MiB")
+	b.ReportMetric(float64(n), "TauRuns")
+}
+
+func createFinishedRun(b *testing.B, f *runFixture, head string, i int) {
+	ref := fmt.Sprintf("refs/tau/runs/m-%05d", i)
+	run := &taugridv1.TauRun{
+		ObjectMeta: metav1.ObjectMeta{Name: RunName(f.repo.Name, ref, head, "default"), Namespace: f.ns,
+			Labels: map[string]string{render.LabelRepository: f.repo.Name, LabelRefHash: RefHash(ref), LabelCommit: head}},
+		Spec: taugridv1.TauRunSpec{Repository: f.repo.Name, Commit: head, Target: "default",
+			Trigger: taugridv1.Trigger{Kind: taugridv1.TriggerRunRef, Ref: ref, Requester: "bench@example.com"}},
+	}
+	if err := k8s.Create(context.Background(), run); err != nil {
+		b.Error(err)
+		return
+	}
+	now := metav1.Now()
+	run.Status = taugridv1.TauRunStatus{Phase: taugridv1.PhaseSucceeded, Message: "succeeded", TauFile: "tau.yaml",
+		Phases:   []taugridv1.PhaseTransition{{Phase: taugridv1.PhasePending, Time: now}, {Phase: taugridv1.PhaseQueued, Time: now}, {Phase: taugridv1.PhaseSucceeded, Time: now}},
+		Workload: &taugridv1.WorkloadStatus{Kind: "Job", Name: render.WorkloadName(run.Name, 1), Queue: "runs", Admitted: true},
+		Attempts: []taugridv1.Attempt{{Number: 1, Workload: render.WorkloadName(run.Name, 1)}}}
+	if err := k8s.Status().Update(context.Background(), run); err != nil {
+		b.Error(err)
+	}
+}

@@ -22,10 +22,12 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
@@ -349,7 +351,9 @@ func (r *RunReconciler) setCondition(run *taugridv1.TauRun, t string, s metav1.C
 // and RayJobs they own, and Kueue's Workloads for those.
 func (r *RunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&taugridv1.TauRun{}).
+		// Only spec changes (creation, cancellation) matter; the run's own
+		// status patches would only wake it for nothing.
+		For(&taugridv1.TauRun{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 8}).
 		Owns(&batchv1.Job{}).
 		Owns(&rayv1.RayJob{}).

@@ -16,6 +16,7 @@ import (
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/gitsource"
 	"github.com/taugrid/taugrid/reconciler"
+	"github.com/taugrid/taugrid/reconciler/forge"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -116,11 +117,17 @@ func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 	}
 	policies := &reconciler.PolicyStore{Client: c, Git: git, Namespace: o.namespace}
 	sources := &reconciler.Sources{Client: c, Git: git, BaseURL: o.sourceURL, FetchImage: o.fetchImage}
+	forgeMetrics, err := forge.NewMetrics(crmetrics.Registry)
+	if err != nil {
+		return err
+	}
 	steps := []interface{ SetupWithManager(ctrl.Manager) error }{
 		&reconciler.PlatformReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-platform")},
 		&reconciler.RepositoryReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-repository")},
 		&reconciler.RunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Files: &reconciler.GitFiles{Client: c, Git: git},
 			Policies: policies, Sources: sources, Clock: clk, Recorder: mgr.GetEventRecorder("tau-run")},
+		&reconciler.ForgeReconciler{Client: c, Clock: clk, Recorder: mgr.GetEventRecorder("tau-forge"), Metrics: forgeMetrics,
+			GitHubAPIURL: forge.DefaultGitHubAPI},
 	}
 	for _, s := range steps {
 		if err := s.SetupWithManager(mgr); err != nil {

@@ -1,0 +1,181 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/taugrid/taugrid/render"
+)
+
+// RunRefPrefix is where `tau run` pushes run refs; the controller watches it.
+const RunRefPrefix = "refs/tau/runs/"
+
+type runOptions struct {
+	Dir      string
+	Remote   string
+	Snapshot bool
+	Sign     bool
+	Target   string
+	Now      func() time.Time
+}
+
+func newRunCmd() *cobra.Command {
+	opts := &runOptions{Now: time.Now}
+	cmd := &cobra.Command{
+		Use:   "run [target]",
+		Short: "Run the committed tau file by pushing a run ref",
+		Long: `Run starts a run of tau.yaml (or tau/<target>.yaml) at the commit you have
+checked out, by pushing an annotated tag object to refs/tau/runs/<id> with
+your own git: your credentials, your SSH agent, your signing key. It runs
+exactly what is committed: with uncommitted changes it refuses, unless
+--snapshot asks it to run the working tree as a snapshot commit (no branch
+moves). The tau file is validated before anything is pushed.`,
+		Example: "  tau run\n  tau run ray\n  tau run --snapshot",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				opts.Target = args[0]
+			}
+			return runRun(cmd, opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Dir, "dir", ".", "repository working copy")
+	cmd.Flags().StringVar(&opts.Remote, "remote", "origin", "git remote to push the run ref to")
+	cmd.Flags().BoolVar(&opts.Snapshot, "snapshot", false, "run the working tree, uncommitted changes included, as a snapshot commit")
+	cmd.Flags().BoolVar(&opts.Sign, "sign", false, "sign the run ref (also when git's tag.gpgSign is true)")
+	return cmd
+}
+
+func runRun(cmd *cobra.Command, o *runOptions) error {
+	ctx := cmd.Context()
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	git := gitCLI{dir: o.Dir}
+	top, err := git.run(ctx, "rev-parse", "--show-toplevel")
+	if err != nil {
+		return fmt.Errorf("not in a git repository: %w", err)
+	}
+	git.dir = top
+	commit, snapshot, err := runCommit(ctx, git, o.Snapshot)
+	if err != nil {
+		return err
+	}
+	target := o.Target
+	if target == "" {
+		target = "default"
+	}
+	if err := validateAt(ctx, git, commit, target); err != nil {
+		return err
+	}
+	id := newRunID(o.Now())
+	ref := RunRefPrefix + id
+	if err := pushRunRef(ctx, git, o, commit, target, id); err != nil {
+		return err
+	}
+	what := "committed"
+	if snapshot {
+		what = "snapshot"
+	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "Run %s requested: %s at %.12s (%s), pushed as %s to %s.\n", id, render.TargetFile(target), commit, what, ref, o.Remote)
+	fmt.Fprintf(out, "Follow it:  tau status %s\nCancel it:  tau cancel %s\n", id, id)
+	return nil
+}
+
+// runCommit is the commit to run: HEAD when the tree is clean, a snapshot
+// commit of the working tree with --snapshot, and an error otherwise.
+func runCommit(ctx context.Context, git gitCLI, snapshot bool) (string, bool, error) {
+	head, err := git.run(ctx, "rev-parse", "--verify", "HEAD^{commit}")
+	if err != nil {
+		return "", false, errors.New("the repository has no commit yet: commit your tau.yaml first")
+	}
+	dirty, err := git.run(ctx, "status", "--porcelain", "--untracked-files=normal")
+	if err != nil {
+		return "", false, err
+	}
+	switch {
+	case dirty == "":
+		return head, false, nil
+	case !snapshot:
+		return "", false, fmt.Errorf("you have uncommitted changes:\n%s\ntau runs exactly what is committed: commit them, or run `tau run --snapshot` to run the working tree as a snapshot commit", indentLines(dirty))
+	}
+	// Stage the working tree into a throwaway index, so neither the user's
+	// index nor any branch changes.
+	tmp, err := os.CreateTemp("", "tau-index-*")
+	if err != nil {
+		return "", false, err
+	}
+	tmp.Close()
+	defer func() { _ = os.Remove(tmp.Name()) }()
+	idx := git.with("GIT_INDEX_FILE=" + tmp.Name())
+	for _, args := range [][]string{{"read-tree", "HEAD"}, {"add", "--all"}} {
+		if _, err := idx.run(ctx, args...); err != nil {
+			return "", false, err
+		}
+	}
+	tree, err := idx.run(ctx, "write-tree")
+	if err != nil {
+		return "", false, err
+	}
+	c, err := git.run(ctx, "commit-tree", tree, "-p", head, "-m", "tau snapshot of the working tree at "+head[:12])
+	return c, true, err
+}
+
+// validateAt checks the target's tau file as committed, so nothing invalid
+// is ever pushed as a run request.
+func validateAt(ctx context.Context, git gitCLI, commit, target string) error {
+	file := render.TargetFile(target)
+	data, err := git.run(ctx, "show", commit+":"+file)
+	if err != nil {
+		return fmt.Errorf("%s does not exist at %.12s; `tau validate` lists the targets", file, commit)
+	}
+	_, err = render.LoadConfig(file, []byte(data+"\n"))
+	return err
+}
+
+// pushRunRef creates the annotated tag object of the run request and pushes
+// it to refs/tau/runs/<id>; the local tag it needs is removed again.
+func pushRunRef(ctx context.Context, git gitCLI, o *runOptions, commit, target, id string) error {
+	requester := committerEmail(ctx, git)
+	msg := fmt.Sprintf("target: %s\nrequester: %s\n", target, requester)
+	local := "tau-run-" + id
+	args := []string{"tag", "--annotate", "--message", msg}
+	if o.Sign || git.config(ctx, "tag.gpgSign") == "true" {
+		args = append(args, "--sign")
+	}
+	if _, err := git.run(ctx, append(args, local, commit)...); err != nil {
+		return err
+	}
+	defer func() { _, _ = git.run(context.WithoutCancel(ctx), "tag", "--delete", local) }()
+	_, err := git.run(ctx, "push", "--quiet", o.Remote, "refs/tags/"+local+":"+RunRefPrefix+id)
+	return err
+}
+
+// committerEmail is who git says is committing (config or environment).
+func committerEmail(ctx context.Context, git gitCLI) string {
+	ident, _ := git.run(ctx, "var", "GIT_COMMITTER_IDENT")
+	if _, rest, ok := strings.Cut(ident, "<"); ok {
+		email, _, _ := strings.Cut(rest, ">")
+		return email
+	}
+	return ""
+}
+
+// newRunID is a short, sortable, unique run id.
+func newRunID(now time.Time) string {
+	b := make([]byte, 3)
+	_, _ = rand.Read(b)
+	return "r-" + now.UTC().Format("20060102-150405") + "-" + hex.EncodeToString(b)
+}
+
+func indentLines(s string) string {
+	return "  " + strings.ReplaceAll(s, "\n", "\n  ")
+}

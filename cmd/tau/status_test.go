@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/reconciler"
+	"github.com/taugrid/taugrid/test/controlplane"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+func TestStatusAndListReadRunsWithTheUsersKubeconfig(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the real API server; run without -short")
+	}
+	env := controlplane.ForTest(t, controlplane.Options{CRDDirectoryPaths: []string{"../../api/crds"}})
+	s := runtime.NewScheme()
+	if err := taugridv1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	if err := corev1.AddToScheme(s); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(env.Config, client.Options{Scheme: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	ref := RunRefPrefix + "r-20261130-101010-abcdef"
+	commit := strings.Repeat("c", 40)
+	run := &taugridv1.TauRun{
+		ObjectMeta: metav1.ObjectMeta{Name: reconciler.RunName("research", ref, commit, "ray"), Namespace: "team-a",
+			Labels: map[string]string{reconciler.LabelRefHash: reconciler.RefHash(ref)}},
+		Spec: taugridv1.TauRunSpec{Repository: "research", Commit: commit, Target: "ray",
+			Trigger: taugridv1.Trigger{Kind: taugridv1.TriggerRunRef, Ref: ref, Requester: "alice@example.com"}},
+	}
+	if err := c.Create(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	run.Status = taugridv1.TauRunStatus{Phase: taugridv1.PhaseQueued,
+		Message:  "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h200, 8 more needed",
+		Phases:   []taugridv1.PhaseTransition{{Phase: taugridv1.PhaseQueued, Time: metav1.Now()}},
+		Workload: &taugridv1.WorkloadStatus{Kind: "RayJob", Name: run.Name + "-1", Queue: "runs"}}
+	if err := c.Status().Update(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+
+	out, stderr, err := tau(t, "status", "r-20261130-101010-abcdef", "--kubeconfig", env.Kubeconfig, "-n", "team-a")
+	if err != nil {
+		t.Fatalf("tau status: %v\n%s", err, stderr)
+	}
+	for _, want := range []string{"Run r-20261130-101010-abcdef", "ray at cccccccccccc", "phase: Queued - couldn't assign flavors", "workload: RayJob", "alice@example.com"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("tau status output lacks %q:\n%s", want, out)
+		}
+	}
+	out, _, err = tau(t, "list", "--kubeconfig", env.Kubeconfig, "-n", "team-a", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		SchemaVersion int                `json:"schema_version"`
+		Runs          []taugridv1.TauRun `json:"runs"`
+	}
+	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.SchemaVersion != 1 || len(doc.Runs) != 1 {
+		t.Errorf("tau list -o json = %v, %+v; want schema_version 1 and one run", err, doc)
+	}
+	if _, _, err := tau(t, "status", "r-nope", "--kubeconfig", env.Kubeconfig, "-n", "team-a"); err == nil || !strings.Contains(err.Error(), "no run r-nope in namespace team-a") {
+		t.Errorf("unknown run: err = %v", err)
+	}
+}

@@ -30,7 +30,7 @@ func run(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, "conformance: stopping the control plane:", err)
 		}
 	}()
-	if err := applyManifests(context.Background(), env, "../../examples/platform/kueue"); err != nil {
+	if err := controlplane.ApplyDir(context.Background(), env.Client, "taugrid-conformance", "../../examples/platform/kueue"); err != nil {
 		fmt.Fprintln(os.Stderr, "conformance: applying the example platform's Kueue objects:", err)
 		return 1
 	}

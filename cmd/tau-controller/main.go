@@ -127,7 +127,7 @@ func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 		&reconciler.RunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Files: &reconciler.GitFiles{Client: c, Git: git},
 			Policies: policies, Sources: sources, Clock: clk, Recorder: mgr.GetEventRecorder("tau-run")},
 		&reconciler.ForgeReconciler{Client: c, Clock: clk, Recorder: mgr.GetEventRecorder("tau-forge"), Metrics: forgeMetrics,
-			GitHubAPIURL: forge.DefaultGitHubAPI},
+			GitHubAPIURL: forge.DefaultGitHubAPI, AppTokens: &forge.AppTokens{Clock: clk, Metrics: forgeMetrics}},
 	}
 	for _, s := range steps {
 		if err := s.SetupWithManager(mgr); err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/render"
 )
 
@@ -23,7 +24,9 @@ type runOptions struct {
 	Snapshot bool
 	Sign     bool
 	Target   string
+	Wait     bool
 	Now      func() time.Time
+	Status   statusOptions // where --wait reads the run
 }
 
 func newRunCmd() *cobra.Command {
@@ -50,6 +53,9 @@ moves). The tau file is validated before anything is pushed.`,
 	cmd.Flags().StringVar(&opts.Remote, "remote", "origin", "git remote to push the run ref to")
 	cmd.Flags().BoolVar(&opts.Snapshot, "snapshot", false, "run the working tree, uncommitted changes included, as a snapshot commit")
 	cmd.Flags().BoolVar(&opts.Sign, "sign", false, "sign the run ref (also when git's tag.gpgSign is true)")
+	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "follow the run to its end (Ctrl-C stops following; the run goes on)")
+	cmd.Flags().StringVar(&opts.Status.Kubeconfig, "kubeconfig", "", "kubeconfig for --wait (default: $KUBECONFIG or ~/.kube/config)")
+	cmd.Flags().StringVarP(&opts.Status.Namespace, "namespace", "n", "", "your team's namespace, for --wait")
 	return cmd
 }
 
@@ -86,8 +92,46 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	}
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "Run %s requested: %s at %.12s (%s), pushed as %s to %s.\n", id, render.TargetFile(target), commit, what, ref, o.Remote)
-	fmt.Fprintf(out, "Follow it:  tau status %s\nCancel it:  tau cancel %s\n", id, id)
-	return nil
+	if !o.Wait {
+		fmt.Fprintf(out, "Follow it:  tau status %s\nCancel it:  tau cancel %s\n", id, id)
+		return nil
+	}
+	fmt.Fprintln(out, "Following it (Ctrl-C stops following; the run goes on):")
+	return follow(cmd, &o.Status, id, time.Second)
+}
+
+// follow prints a run's phase changes until it ends; a run that did not
+// succeed is an error, so scripts see it in the exit code.
+func follow(cmd *cobra.Command, o *statusOptions, id string, every time.Duration) error {
+	c, ns, err := runsClient(o)
+	if err != nil {
+		return err
+	}
+	ctx, out, last := contextOf(cmd), cmd.OutOrStdout(), ""
+	for {
+		if run, err := findRun(cmd, c, ns, id); err == nil {
+			line := string(run.Status.Phase)
+			if msg := run.Status.Message; msg != "" && !strings.EqualFold(msg, line) {
+				line += ": " + truncate(msg, 120)
+			}
+			if line != last && run.Status.Phase != "" {
+				fmt.Fprintf(out, "  %s  %s\n", time.Now().Format("15:04:05"), line)
+				last = line
+			}
+			switch run.Status.Phase {
+			case taugridv1.PhaseSucceeded:
+				return nil
+			case taugridv1.PhaseFailed, taugridv1.PhaseCancelled:
+				return reportedError{fmt.Errorf("run %s %s", id, strings.ToLower(string(run.Status.Phase)))}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(out, "Stopped following; run %s goes on: tau status %s\n", id, id)
+			return nil
+		case <-time.After(every):
+		}
+	}
 }
 
 // runCommit is the commit to run: HEAD when the tree is clean, a snapshot

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/reconciler"
@@ -74,6 +78,36 @@ func TestStatusAndListReadRunsWithTheUsersKubeconfig(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil || doc.SchemaVersion != 1 || len(doc.Runs) != 1 {
 		t.Errorf("tau list -o json = %v, %+v; want schema_version 1 and one run", err, doc)
 	}
+	t.Run("following a run prints each phase and ends with it", func(t *testing.T) {
+		go func() {
+			for _, p := range []taugridv1.RunPhase{taugridv1.PhaseRunning, taugridv1.PhaseFailed} {
+				time.Sleep(200 * time.Millisecond)
+				cur := &taugridv1.TauRun{}
+				if err := c.Get(ctx, client.ObjectKeyFromObject(run), cur); err != nil {
+					return
+				}
+				cur.Status.Phase, cur.Status.Message = p, strings.ToLower(string(p))
+				if p == taugridv1.PhaseFailed {
+					cur.Status.Message = "failed: exit code 3 (BackoffLimitExceeded)"
+				}
+				_ = c.Status().Update(ctx, cur)
+			}
+		}()
+		var out bytes.Buffer
+		cmd := &cobra.Command{}
+		cmd.SetOut(&out)
+		cmd.SetContext(ctx)
+		err := follow(cmd, &statusOptions{Kubeconfig: env.Kubeconfig, Namespace: "team-a"}, "r-20261130-101010-abcdef", 20*time.Millisecond)
+		if err == nil || !isReported(err) {
+			t.Errorf("following a failed run: err = %v, want a reported failure", err)
+		}
+		got := out.String()
+		for _, want := range []string{"Queued: couldn't assign flavors", "Running\n", "Failed: failed: exit code 3"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("follow output lacks %q:\n%s", want, got)
+			}
+		}
+	})
 	if _, _, err := tau(t, "status", "r-nope", "--kubeconfig", env.Kubeconfig, "-n", "team-a"); err == nil || !strings.Contains(err.Error(), "no run r-nope in namespace team-a") {
 		t.Errorf("unknown run: err = %v", err)
 	}

@@ -17,7 +17,7 @@ import (
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 )
 
-// runningManager is a controller-runtime manager with TauGrid's three
+// runningManager is a controller-runtime manager with TauGrid's
 // reconcilers, as cmd/tau-controller wires them, that a test can stop and
 // start again to simulate a controller restart: nothing crosses from one
 // instance to the next but what is in the API server and git.
@@ -52,6 +52,7 @@ func startManager(t testing.TB) *runningManager {
 		&RepositoryReconciler{Client: c, Git: gitClient, Policies: policies, Clock: clk, Recorder: events.NewFakeRecorder(1000)},
 		&RunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Scheme: scheme, Files: &GitFiles{Client: c, Git: gitClient},
 			Policies: policies, Clock: clk, Recorder: events.NewFakeRecorder(1000)},
+		&ForgeReconciler{Client: c, Clock: clk, Recorder: events.NewFakeRecorder(1000)},
 	} {
 		if err := r.SetupWithManager(mgr); err != nil {
 			t.Fatal(err)

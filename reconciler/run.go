@@ -177,7 +177,7 @@ func (r *RunReconciler) render(ctx context.Context, run *taugridv1.TauRun) ([]cl
 	if err != nil {
 		return nil, err
 	}
-	rc, err := render.LoadConfig(file, data)
+	rc, err := render.LoadConfigWithOverrides(file, data, run.Spec.Trigger.Overrides)
 	if err != nil {
 		return nil, err
 	}

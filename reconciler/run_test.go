@@ -240,7 +240,7 @@ func TestDeletingTheRunTagCancelsTheRun(t *testing.T) {
 
 func TestARunRefForTheRayTargetBecomesAnAdmittedRayJobThatSucceeds(t *testing.T) {
 	f := newRunFixture(t, "rt7")
-	ref := f.research.runRef("r-7f3a", "target: ray\nrequester: alice@example.com\n")
+	ref := f.research.runRef("r-7f3a", "target: ray\noverrides: {limits.timeout: 1h}\nrequester: alice@example.com\n")
 	f.poll(t)
 	run := f.runOf(t, ref)
 	if run.Spec.Target != "ray" || run.Spec.Trigger.Kind != taugridv1.TriggerRunRef || run.Spec.Trigger.Requester != "alice@example.com" {
@@ -254,6 +254,9 @@ func TestARunRefForTheRayTargetBecomesAnAdmittedRayJobThatSucceeds(t *testing.T)
 	key := types.NamespacedName{Namespace: f.ns, Name: admitted.Status.Workload.Name}
 	if err := k8s.Get(context.Background(), key, rj); err != nil {
 		t.Fatal(err)
+	}
+	if d := rj.Spec.ActiveDeadlineSeconds; d == nil || *d != 3600 {
+		t.Errorf("RayJob activeDeadlineSeconds = %v, want the run ref's override limits.timeout=1h", d)
 	}
 	// No Ray dashboard answers in the test cluster: report the job's end as
 	// KubeRay would.

@@ -39,9 +39,20 @@ type positions map[string]pos
 // non-UTF-8 input and alias expansion bombs. Every error carries the file,
 // line, column and field path.
 func decodeStrict(file string, data []byte, out any) (positions, error) {
+	return decodeStrictWith(file, data, out, nil)
+}
+
+// decodeStrictWith applies overrides to the parsed document before
+// decoding it.
+func decodeStrictWith(file string, data []byte, out any, overrides map[string]string) (positions, error) {
 	root, err := parseOne(file, data)
 	if err != nil {
 		return nil, err
+	}
+	if len(overrides) > 0 {
+		if root, err = applyOverrides(file, root, overrides); err != nil {
+			return nil, err
+		}
 	}
 	d := &decoder{file: file, pos: make(positions, 64)}
 	if root != nil {
@@ -520,4 +531,60 @@ func ParseQuantity(s string) (resource.Quantity, error) {
 		return resource.Quantity{}, fmt.Errorf("invalid quantity %q: expected a number with an optional unit, such as 8, 500m or 64Gi", s)
 	}
 	return q, nil
+}
+
+// maxOverrides bounds a run request's overrides.
+const maxOverrides = 64
+
+// applyOverrides sets dotted paths in a document to YAML scalar values,
+// creating mappings on the way. An override names a field, not a list
+// element, and its value is one scalar.
+func applyOverrides(file string, root *yaml.Node, overrides map[string]string) (*yaml.Node, error) {
+	if len(overrides) > maxOverrides {
+		return nil, &FieldError{File: file, Msg: fmt.Sprintf("%d overrides; the limit is %d", len(overrides), maxOverrides)}
+	}
+	if root == nil {
+		root = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	}
+	if root.Kind != yaml.MappingNode {
+		return root, nil // decoding reports the wrong type
+	}
+	for _, path := range sortedKeys(overrides) {
+		var val yaml.Node
+		if err := yaml.Unmarshal([]byte(overrides[path]), &val); err != nil || len(val.Content) != 1 || val.Content[0].Kind != yaml.ScalarNode {
+			return nil, &FieldError{File: file + " (--set " + path + ")", Path: path, Msg: fmt.Sprintf("value %q is not a single YAML scalar", overrides[path])}
+		}
+		n := root
+		parts := strings.Split(path, ".")
+		for i, part := range parts {
+			if n.Kind != yaml.MappingNode {
+				return nil, &FieldError{File: file + " (--set " + path + ")", Path: strings.Join(parts[:i], "."), Msg: "is not a mapping; an override can only set a field"}
+			}
+			n = child(n, part, i == len(parts)-1, val.Content[0])
+		}
+	}
+	return root, nil
+}
+
+// child returns the value of key in mapping n, adding it if absent; the
+// last element of a path is replaced by val.
+func child(n *yaml.Node, key string, last bool, val *yaml.Node) *yaml.Node {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			if last {
+				v := *val
+				n.Content[i+1] = &v
+			} else if n.Content[i+1].Kind == yaml.AliasNode {
+				n.Content[i+1] = n.Content[i+1].Alias
+			}
+			return n.Content[i+1]
+		}
+	}
+	v := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+	if last {
+		c := *val
+		v = &c
+	}
+	n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, v)
+	return v
 }

@@ -84,7 +84,7 @@ func Resolve(rc *RunConfig, pol *Policy, tenant string, run Run) (*Plan, error) 
 	if t == nil {
 		return nil, fmt.Errorf("unknown tenant %q in the platform policy", tenant)
 	}
-	c := &checker{file: rc.File, pos: rc.pos}
+	c := &checker{file: rc.File, pos: rc.pos, overrides: rc.Overrides}
 	cfg := &rc.Config
 	p := &Plan{Config: rc, Run: run, Tenant: t, Engine: cfg.Engine, Image: cfg.Runtime.Image,
 		PolicyDigest: pol.Digest, Security: pol.Security, TTL: pol.Limits.TTLAfterFinished.Duration}

@@ -24,6 +24,8 @@ type RunConfig struct {
 	Digest string
 	// Image is runtime.image fully qualified, e.g. docker.io/library/python:3.12.
 	Image string
+	// Overrides are the run request's `--set` values, applied over the file.
+	Overrides map[string]string
 
 	pos positions
 }
@@ -32,8 +34,16 @@ type RunConfig struct {
 // any problem it returns an ErrorList (or a FieldError for unreadable input)
 // and no config.
 func LoadConfig(file string, data []byte) (*RunConfig, error) {
-	rc := &RunConfig{File: file, Digest: digest(data)}
-	pos, err := decodeStrict(file, data, &rc.Config)
+	return LoadConfigWithOverrides(file, data, nil)
+}
+
+// LoadConfigWithOverrides is LoadConfig with a run request's overrides
+// (dotted field paths to YAML values, as `tau run --set` writes them)
+// applied over the file before validation: an override can change a value,
+// never bypass a check. Errors about an overridden field name the override.
+func LoadConfigWithOverrides(file string, data []byte, overrides map[string]string) (*RunConfig, error) {
+	rc := &RunConfig{File: file, Digest: digestWith(data, overrides), Overrides: overrides}
+	pos, err := decodeStrictWith(file, data, &rc.Config, overrides)
 	if err != nil {
 		return nil, err
 	}
@@ -41,7 +51,7 @@ func LoadConfig(file string, data []byte) (*RunConfig, error) {
 	if len(pos) == 0 {
 		return nil, &FieldError{File: file, Line: 1, Col: 1, Msg: "file is empty; see `tau schema` for the fields of tau.yaml"}
 	}
-	v := &checker{file: file, pos: pos}
+	v := &checker{file: file, pos: pos, overrides: overrides}
 	rc.Image = validateConfig(v, &rc.Config)
 	if err := v.errs.orNil(); err != nil {
 		return nil, err
@@ -49,16 +59,23 @@ func LoadConfig(file string, data []byte) (*RunConfig, error) {
 	return rc, nil
 }
 
-func digest(data []byte) string {
-	sum := sha256.Sum256(data)
-	return "sha256:" + hex.EncodeToString(sum[:])
+// digestWith is "sha256:<hex>" of the file's bytes, and of the overrides
+// in key order when there are any: the digest of what actually runs.
+func digestWith(data []byte, overrides map[string]string) string {
+	h := sha256.New()
+	h.Write(data)
+	for _, k := range sortedKeys(overrides) {
+		fmt.Fprintf(h, "\x00%s=%s", k, overrides[k])
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
 // checker collects located errors while validating decoded values.
 type checker struct {
-	file string
-	pos  positions
-	errs ErrorList
+	file      string
+	pos       positions
+	overrides map[string]string
+	errs      ErrorList
 }
 
 // at returns where path was written, or where its nearest written parent
@@ -77,6 +94,10 @@ func (c *checker) at(p string) pos {
 }
 
 func (c *checker) errorf(path, format string, args ...any) {
+	if v, ok := c.overrides[path]; ok {
+		c.errs = append(c.errs, &FieldError{File: fmt.Sprintf("%s (--set %s=%s)", c.file, path, v), Path: path, Msg: fmt.Sprintf(format, args...)})
+		return
+	}
 	at := c.at(path)
 	c.errs = append(c.errs, &FieldError{File: c.file, Line: at.line, Col: at.col, Path: path, Msg: fmt.Sprintf(format, args...)})
 }

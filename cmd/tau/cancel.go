@@ -63,7 +63,7 @@ func newRetryCmd() *cobra.Command {
 			}
 			ro := &runOptions{Dir: o.Dir, Remote: o.Remote, Now: time.Now}
 			newID := newRunID(ro.Now())
-			if err := pushRunRef(ctx, git, ro, commit, req.Target, newID); err != nil {
+			if err := pushRunRef(ctx, git, ro, commit, runRequest{Target: req.Target, Overrides: req.Overrides}, newID); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Run %s requested again as %s: %s at %.12s.\n", id, newID, req.Target, commit)

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/render"
+	"go.yaml.in/yaml/v3"
 )
 
 // RunRefPrefix is where `tau run` pushes run refs; the controller watches it.
@@ -25,6 +26,7 @@ type runOptions struct {
 	Sign     bool
 	Target   string
 	Wait     bool
+	Set      []string // key=value overrides
 	Now      func() time.Time
 	Status   statusOptions // where --wait reads the run
 }
@@ -53,6 +55,7 @@ moves). The tau file is validated before anything is pushed.`,
 	cmd.Flags().StringVar(&opts.Remote, "remote", "origin", "git remote to push the run ref to")
 	cmd.Flags().BoolVar(&opts.Snapshot, "snapshot", false, "run the working tree, uncommitted changes included, as a snapshot commit")
 	cmd.Flags().BoolVar(&opts.Sign, "sign", false, "sign the run ref (also when git's tag.gpgSign is true)")
+	cmd.Flags().StringArrayVar(&opts.Set, "set", nil, "override a field for this run, e.g. --set compute.gpus=2 (repeatable)")
 	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "follow the run to its end (Ctrl-C stops following; the run goes on)")
 	cmd.Flags().StringVar(&opts.Status.Kubeconfig, "kubeconfig", "", "kubeconfig for --wait (default: $KUBECONFIG or ~/.kube/config)")
 	cmd.Flags().StringVarP(&opts.Status.Namespace, "namespace", "n", "", "your team's namespace, for --wait")
@@ -78,12 +81,16 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	if target == "" {
 		target = "default"
 	}
-	if err := validateAt(ctx, git, commit, target); err != nil {
+	overrides, err := parseSets(o.Set)
+	if err != nil {
+		return err
+	}
+	if err := validateAt(ctx, git, commit, target, overrides); err != nil {
 		return err
 	}
 	id := newRunID(o.Now())
 	ref := RunRefPrefix + id
-	if err := pushRunRef(ctx, git, o, commit, target, id); err != nil {
+	if err := pushRunRef(ctx, git, o, commit, runRequest{Target: target, Overrides: overrides}, id); err != nil {
 		return err
 	}
 	what := "committed"
@@ -175,21 +182,48 @@ func runCommit(ctx context.Context, git gitCLI, snapshot bool) (string, bool, er
 
 // validateAt checks the target's tau file as committed, so nothing invalid
 // is ever pushed as a run request.
-func validateAt(ctx context.Context, git gitCLI, commit, target string) error {
+func validateAt(ctx context.Context, git gitCLI, commit, target string, overrides map[string]string) error {
 	file := render.TargetFile(target)
 	data, err := git.run(ctx, "show", commit+":"+file)
 	if err != nil {
 		return fmt.Errorf("%s does not exist at %.12s; `tau validate` lists the targets", file, commit)
 	}
-	_, err = render.LoadConfig(file, []byte(data+"\n"))
+	_, err = render.LoadConfigWithOverrides(file, []byte(data+"\n"), overrides)
 	return err
+}
+
+// parseSets reads --set key=value flags.
+func parseSets(sets []string) (map[string]string, error) {
+	if len(sets) == 0 {
+		return nil, nil
+	}
+	out := map[string]string{}
+	for _, s := range sets {
+		k, v, ok := strings.Cut(s, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--set %q: want field.path=value, e.g. --set compute.gpus=2", s)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+// runRequest is the message of a run ref, as gitsource.ParseRunRequest reads it.
+type runRequest struct {
+	Target    string            `yaml:"target"`
+	Overrides map[string]string `yaml:"overrides,omitempty"`
+	Requester string            `yaml:"requester,omitempty"`
 }
 
 // pushRunRef creates the annotated tag object of the run request and pushes
 // it to refs/tau/runs/<id>; the local tag it needs is removed again.
-func pushRunRef(ctx context.Context, git gitCLI, o *runOptions, commit, target, id string) error {
-	requester := committerEmail(ctx, git)
-	msg := fmt.Sprintf("target: %s\nrequester: %s\n", target, requester)
+func pushRunRef(ctx context.Context, git gitCLI, o *runOptions, commit string, req runRequest, id string) error {
+	req.Requester = committerEmail(ctx, git)
+	b, err := yaml.Marshal(req)
+	if err != nil {
+		return err
+	}
+	msg := string(b)
 	local := "tau-run-" + id
 	args := []string{"tag", "--annotate", "--message", msg}
 	if o.Sign || git.config(ctx, "tag.gpgSign") == "true" {
@@ -199,7 +233,7 @@ func pushRunRef(ctx context.Context, git gitCLI, o *runOptions, commit, target, 
 		return err
 	}
 	defer func() { _, _ = git.run(context.WithoutCancel(ctx), "tag", "--delete", local) }()
-	_, err := git.run(ctx, "push", "--quiet", o.Remote, "refs/tags/"+local+":"+RunRefPrefix+id)
+	_, err = git.run(ctx, "push", "--quiet", o.Remote, "refs/tags/"+local+":"+RunRefPrefix+id)
 	return err
 }
 

@@ -73,7 +73,7 @@ var runIDRE = regexp.MustCompile(`Run (r-[0-9]{8}-[0-9]{6}-[0-9a-f]{6}) requeste
 
 func TestRunPushesOneAnnotatedRunRefForTheCommittedTarget(t *testing.T) {
 	r := newResearcher(t)
-	out, stderr, err := tau(t, "run", "ray", "--dir", r.work)
+	out, stderr, err := tau(t, "run", "ray", "--dir", r.work, "--set", "limits.timeout=1h")
 	if err != nil {
 		t.Fatalf("tau run: %v\n%s", err, stderr)
 	}
@@ -94,8 +94,8 @@ func TestRunPushesOneAnnotatedRunRefForTheCommittedTarget(t *testing.T) {
 		t.Errorf("the run ref points at %s, want HEAD %s", got, r.head())
 	}
 	req, err := gitsource.ParseRunRequest(tagMessage(t.Context(), gitCLI{dir: r.work}))
-	if err != nil || req.Target != "ray" || req.Requester != "alice@example.com" {
-		t.Errorf("run request = %+v, %v; want target ray requested by alice@example.com", req, err)
+	if err != nil || req.Target != "ray" || req.Requester != "alice@example.com" || req.Overrides["limits.timeout"] != "1h" {
+		t.Errorf("run request = %+v, %v; want target ray with limits.timeout=1h requested by alice@example.com", req, err)
 	}
 	if tags := r.git("-C", r.work, "tag", "--list"); tags != "" {
 		t.Errorf("tau run left local tags behind: %q", tags)
@@ -151,6 +151,17 @@ func TestRunRefusesAnInvalidTauFileWithItsPosition(t *testing.T) {
 	}
 	if refs := r.remoteRunRefs(); len(refs) != 0 {
 		t.Errorf("an invalid tau file was pushed as %v", refs)
+	}
+}
+
+func TestRunRefusesAnOverrideThePolicyOrSchemaWouldRefuse(t *testing.T) {
+	r := newResearcher(t)
+	_, _, err := tau(t, "run", "--dir", r.work, "--set", "compute.gpus=-3")
+	if err == nil || !strings.Contains(err.Error(), "(--set compute.gpus=-3): compute.gpus: must be between 0 and 64") {
+		t.Fatalf("err = %v, want the override named", err)
+	}
+	if refs := r.remoteRunRefs(); len(refs) != 0 {
+		t.Errorf("a refused override was pushed as %v", refs)
 	}
 }
 

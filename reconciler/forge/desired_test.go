@@ -1,0 +1,91 @@
+package forge_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/reconciler/forge"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// aRun builds a run of target default in phase p.
+func aRun(p taugridv1.RunPhase, opts ...func(*taugridv1.TauRun)) *taugridv1.TauRun {
+	r := &taugridv1.TauRun{ObjectMeta: metav1.ObjectMeta{Name: "research-first-1a2b3c", Namespace: "team-a"},
+		Spec:   taugridv1.TauRunSpec{Repository: "research", Commit: sha, Target: "default"},
+		Status: taugridv1.TauRunStatus{Phase: p, EvidenceURL: "https://tau.example/runs/research-first-1a2b3c"}}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+func inQueue(queue, reason string) func(*taugridv1.TauRun) {
+	return func(r *taugridv1.TauRun) {
+		r.Status.Workload = &taugridv1.WorkloadStatus{Kind: "Job", Name: r.Name + "-1", Queue: queue, Reason: reason}
+	}
+}
+
+func withMessage(m string) func(*taugridv1.TauRun) {
+	return func(r *taugridv1.TauRun) { r.Status.Message = m }
+}
+
+func TestDesiredStatusSpeaksTheResearchersLanguage(t *testing.T) {
+	cases := map[string]struct {
+		run   *taugridv1.TauRun
+		state forge.State
+		desc  string
+	}{
+		"a new run is pending while it is prepared": {
+			run: aRun(""), state: forge.StatePending, desc: "accepted: preparing the run"},
+		"a pending run reading its tau file is still pending": {
+			run: aRun(taugridv1.PhasePending, withMessage("reading tau.yaml")), state: forge.StatePending, desc: "accepted: preparing the run"},
+		"a run Kueue has not looked at yet shows its queue": {
+			run: aRun(taugridv1.PhaseQueued, inQueue("runs", "")), state: forge.StatePending, desc: "queued in runs"},
+		"a run waiting for busy GPUs says how many it waits for": {
+			run: aRun(taugridv1.PhaseQueued, inQueue("runs",
+				"couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h200, 1 more needed")),
+			state: forge.StatePending, desc: "queued in runs: waiting for 1 nvidia.com/gpu"},
+		"a run larger than its queue says it never fits": {
+			run: aRun(taugridv1.PhaseQueued, inQueue("runs",
+				"couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor h200, request > maximum capacity (16 > 8)")),
+			state: forge.StatePending, desc: "queued in runs: never fits: asks for 16 nvidia.com/gpu, the queue's maximum is 8"},
+		"a resource the queue does not offer never fits": {
+			run: aRun(taugridv1.PhaseQueued, inQueue("runs",
+				"couldn't assign flavors to pod set main: resource ephemeral-storage unavailable in ClusterQueue")),
+			state: forge.StatePending, desc: "queued in runs: never fits: the queue offers no ephemeral-storage"},
+		"an unknown Kueue reason is passed on without the pod set": {
+			run: aRun(taugridv1.PhaseQueued, inQueue("runs",
+				"couldn't assign flavors to pod set main: topology \"rack\" doesn't allow to fit any of 2 pod(s)")),
+			state: forge.StatePending, desc: "queued in runs: topology \"rack\" doesn't allow to fit any of 2 pod(s)"},
+		"an admitted run is starting": {
+			run: aRun(taugridv1.PhaseAdmitted, inQueue("runs", "")), state: forge.StateRunning, desc: "admitted in runs: starting"},
+		"a running run is running": {
+			run: aRun(taugridv1.PhaseRunning, inQueue("runs", "")), state: forge.StateRunning, desc: "running"},
+		"a succeeded run succeeded": {
+			run: aRun(taugridv1.PhaseSucceeded, withMessage("Job completed")), state: forge.StateSuccess, desc: "succeeded"},
+		"an invalid tau file fails with its first line": {
+			run:   aRun(taugridv1.PhaseFailed, withMessage("tau.yaml:12:5: compute.gpus: must be at most 8\nmore detail")),
+			state: forge.StateFailure, desc: "failed: tau.yaml:12:5: compute.gpus: must be at most 8"},
+		"a cancelled run is an error": {
+			run:   aRun(taugridv1.PhaseCancelled, withMessage("cancelled: its run ref or tag was deleted")),
+			state: forge.StateError, desc: "cancelled: its run ref or tag was deleted"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			want := forge.Status{SHA: sha, Context: "tau/default research-first-1a2b3c", State: tc.state, Description: tc.desc,
+				TargetURL: "https://tau.example/runs/research-first-1a2b3c"}
+			if diff := cmp.Diff(want, forge.Desired(tc.run)); diff != "" {
+				t.Errorf("Desired (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDesiredDescriptionsFitTheForgeLimit(t *testing.T) {
+	run := aRun(taugridv1.PhaseFailed, withMessage(strings.Repeat("ü", 500)))
+	if got := forge.Desired(run).Description; len([]rune(got)) > forge.MaxDescription {
+		t.Errorf("description has %d characters, want at most %d", len([]rune(got)), forge.MaxDescription)
+	}
+}

@@ -138,3 +138,27 @@ func trimDashes(s string) string {
 	}
 	return s
 }
+
+// projectNamespace is the namespace in the nearest .tau/config.yaml at or
+// above dir, or "".
+func projectNamespace(dir string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	for {
+		data, err := os.ReadFile(filepath.Join(abs, ".tau", "config.yaml"))
+		if err == nil {
+			var cfg projectConfig
+			if yaml.Unmarshal(data, &cfg) == nil {
+				return cfg.Namespace
+			}
+			return ""
+		}
+		parent := filepath.Dir(abs)
+		if parent == abs {
+			return ""
+		}
+		abs = parent
+	}
+}

@@ -30,6 +30,9 @@ func TestInitScaffoldsAValidTauFileAndNeverOverwrites(t *testing.T) {
 	if string(cfg) != "namespace: team-a\n" {
 		t.Errorf(".tau/config.yaml = %q", cfg)
 	}
+	if ns := projectNamespace(filepath.Join(dir, "sub", "dir")); ns != "team-a" {
+		t.Errorf("namespace found from a subdirectory = %q, want team-a", ns)
+	}
 	if _, _, err := tau(t, "init", "--dir", dir, "-n", "team-a"); err == nil || !strings.Contains(err.Error(), "never overwrites") {
 		t.Errorf("a second init: err = %v, want a refusal", err)
 	}

@@ -42,6 +42,9 @@ func runsClient(o *statusOptions) (client.Client, string, error) {
 	}
 	ns := o.Namespace
 	if ns == "" {
+		ns = projectNamespace(".")
+	}
+	if ns == "" {
 		if ns, _, err = cc.Namespace(); err != nil {
 			return nil, "", err
 		}

@@ -170,6 +170,32 @@ type TauRunStatus struct {
 	// EvidenceURL links to the run's evidence page.
 	// +optional
 	EvidenceURL string `json:"evidenceURL,omitempty"`
+
+	// Forge is the commit status last posted to the forge: what the next
+	// post compares with, so a state is never posted twice, even across
+	// controller restarts.
+	// +optional
+	Forge *ForgeStatus `json:"forge,omitempty"`
+}
+
+// ForgeStatus is a commit status as last posted.
+type ForgeStatus struct {
+	// Context names the status on the commit, e.g. "tau/default run-1a2b".
+	Context string `json:"context"`
+	// State is pending, running, success, failure or error.
+	State string `json:"state"`
+	// Description is the one line shown next to the state.
+	// +optional
+	Description string `json:"description,omitempty"`
+	// TargetURL is the link the status carries.
+	// +optional
+	TargetURL string `json:"targetURL,omitempty"`
+	// PostedAt is when the forge accepted it.
+	PostedAt metav1.Time `json:"postedAt"`
+	// CheckRunID is the GitHub check run showing the run (spec.forge.checkRuns),
+	// which later posts update rather than create anew.
+	// +optional
+	CheckRunID int64 `json:"checkRunID,omitempty"`
 }
 
 // +kubebuilder:object:root=true

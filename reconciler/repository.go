@@ -35,6 +35,7 @@ const (
 	ReasonMissingSecret  = "MissingSecret"
 	ReasonWaitingPolicy  = "WaitingForPolicy"
 	ReasonInvalidTrigger = "InvalidTriggers"
+	ReasonValidateFailed = "PullRequestValidationFailed"
 )
 
 // RepositoryReconciler polls a research repository and turns what changed
@@ -46,6 +47,9 @@ type RepositoryReconciler struct {
 	Policies PolicyProvider
 	Clock    clock.PassiveClock
 	Recorder events.EventRecorder
+	// PullRequests validates pull requests of repositories with a forge;
+	// nil validates none.
+	PullRequests *PullRequests
 }
 
 // +kubebuilder:rbac:groups=taugrid.dev,resources=taurepositories,verbs=get;list;watch;patch
@@ -76,7 +80,15 @@ func (r *RepositoryReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 	if !ok || err != nil {
 		return reconcile.Result{RequeueAfter: jitter(repo.Spec.Interval.Duration)}, err
 	}
-	return reconcile.Result{RequeueAfter: jitter(repo.Spec.Interval.Duration)}, r.reconcilePoll(ctx, repo, remote)
+	if err := r.reconcilePoll(ctx, repo, remote); err != nil {
+		return reconcile.Result{}, err
+	}
+	if r.PullRequests != nil && repo.Spec.Forge != nil {
+		if err := r.PullRequests.reconcilePullRequests(ctx, repo, remote); err != nil {
+			r.Recorder.Eventf(repo, nil, corev1.EventTypeWarning, ReasonValidateFailed, "Validate", "validating pull requests: %v", err)
+		}
+	}
+	return reconcile.Result{RequeueAfter: jitter(repo.Spec.Interval.Duration)}, nil
 }
 
 // reconcileAccess checks that the tenant may register this URL and reads

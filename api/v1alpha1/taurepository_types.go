@@ -114,6 +114,12 @@ type TauRepositoryStatus struct {
 	// +optional
 	ObservedRefs []ObservedRef `json:"observedRefs,omitempty"`
 
+	// ValidatedHeads are the pull request head commits whose tau files were
+	// validated and reported (tau/validate); only open pull requests' heads
+	// are kept.
+	// +optional
+	ValidatedHeads []string `json:"validatedHeads,omitempty"`
+
 	// RefCount is how many watched refs the last poll saw.
 	// +optional
 	RefCount int `json:"refCount,omitempty"`

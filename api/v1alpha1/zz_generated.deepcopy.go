@@ -339,6 +339,11 @@ func (in *TauRepositoryStatus) DeepCopyInto(out *TauRepositoryStatus) {
 		*out = make([]ObservedRef, len(*in))
 		copy(*out, *in)
 	}
+	if in.ValidatedHeads != nil {
+		in, out := &in.ValidatedHeads, &out.ValidatedHeads
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.LastPollTime != nil {
 		in, out := &in.LastPollTime, &out.LastPollTime
 		*out = (*in).DeepCopy()

@@ -52,6 +52,8 @@ func ParseWebhook(forge Forge, event string, body []byte) (ev PushEvent, handled
 		ev, err = parsePush(body)
 	case "ref":
 		ev, err = parseRefEvent(forge, body)
+	case "pull":
+		ev, err = parsePullRequest(forge, body)
 	}
 	if err != nil {
 		return PushEvent{}, true, err
@@ -69,11 +71,15 @@ func eventKind(forge Forge, event string) (string, bool) {
 			return "push", true
 		case "create", "delete":
 			return "ref", true
+		case "pull_request":
+			return "pull", true
 		}
 	case ForgeGitLab:
 		switch event {
 		case "Push Hook", "Tag Push Hook":
 			return "push", true
+		case "Merge Request Hook":
+			return "pull", true
 		}
 	}
 	return "", false
@@ -113,6 +119,44 @@ func parsePush(body []byte) (PushEvent, error) {
 		ev.Repository = p.Repository.CloneURL
 	case p.Repository != nil:
 		ev.Repository = p.Repository.HTTPURL
+	}
+	return ev, nil
+}
+
+type pullPayload struct {
+	Number      int `json:"number"` // GitHub, Gitea
+	PullRequest *struct {
+		Head struct {
+			SHA string `json:"sha"`
+		} `json:"head"`
+	} `json:"pull_request"`
+	ObjectAttributes *struct { // GitLab
+		IID        int `json:"iid"`
+		LastCommit struct {
+			ID string `json:"id"`
+		} `json:"last_commit"`
+	} `json:"object_attributes"`
+}
+
+// parsePullRequest reads a pull (merge) request event as a push to its head
+// ref, refs/pull/<n>/head or refs/merge-requests/<n>/head, so the nudge
+// makes the poll validate it.
+func parsePullRequest(forge Forge, body []byte) (PushEvent, error) {
+	var p pullPayload
+	if err := decodeStrict(body, &p); err != nil {
+		return PushEvent{}, err
+	}
+	var ev PushEvent
+	switch {
+	case forge == ForgeGitLab && p.ObjectAttributes != nil && p.ObjectAttributes.IID > 0:
+		ev = PushEvent{Ref: fmt.Sprintf("refs/merge-requests/%d/head", p.ObjectAttributes.IID), After: p.ObjectAttributes.LastCommit.ID}
+	case forge != ForgeGitLab && p.Number > 0 && p.PullRequest != nil:
+		ev = PushEvent{Ref: fmt.Sprintf("refs/pull/%d/head", p.Number), After: p.PullRequest.Head.SHA}
+	default:
+		return PushEvent{}, fmt.Errorf("%w: %s pull request event without a number", ErrBadPayload, forge)
+	}
+	if ev.After != "" && !shaRe.MatchString(ev.After) {
+		return PushEvent{}, fmt.Errorf("%w: %q is not a SHA", ErrBadPayload, truncate(ev.After, 64))
 	}
 	return ev, nil
 }

@@ -292,18 +292,22 @@ func TestParseWebhook(t *testing.T) {
 		handled     bool
 		wantErr     bool
 	}{
-		"a GitHub push":          {ForgeGitHub, "push", githubPush, PushEvent{Ref: "refs/tags/run/x", Before: zeroSHA, After: strings.Repeat("1", 40), Repository: "https://github.com/org/app.git"}, true, false},
-		"a GitLab tag push":      {ForgeGitLab, "Tag Push Hook", gitlabPush, PushEvent{Ref: "refs/tags/run/x", Before: zeroSHA, After: strings.Repeat("1", 40), Repository: "https://gitlab.com/org/app.git"}, true, false},
-		"a Gitea delete":         {ForgeGitea, "delete", `{"ref":"run/x","ref_type":"tag"}`, PushEvent{Ref: "refs/tags/run/x"}, true, false},
-		"a GitHub branch create": {ForgeGitHub, "create", `{"ref":"exp","ref_type":"branch"}`, PushEvent{Ref: "refs/heads/exp"}, true, false},
-		"an issue event":         {ForgeGitHub, "issues", `{}`, PushEvent{}, false, false},
-		"a GitLab merge request": {ForgeGitLab, "Merge Request Hook", `{}`, PushEvent{}, false, false},
-		"a push without a ref":   {ForgeGitHub, "push", `{"after":"x"}`, PushEvent{}, true, true},
-		"a ref that is a number": {ForgeGitHub, "push", `{"ref":1}`, PushEvent{}, true, true},
-		"an array":               {ForgeGitHub, "push", `[1]`, PushEvent{}, true, true},
-		"trailing data":          {ForgeGitHub, "push", githubPush + `{}`, PushEvent{}, true, true},
-		"deep nesting":           {ForgeGitHub, "push", `{"a":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`, PushEvent{}, true, true},
-		"an unknown ref type":    {ForgeGitHub, "create", `{"ref":"x","ref_type":"repository"}`, PushEvent{}, true, true},
+		"a GitHub push":                   {ForgeGitHub, "push", githubPush, PushEvent{Ref: "refs/tags/run/x", Before: zeroSHA, After: strings.Repeat("1", 40), Repository: "https://github.com/org/app.git"}, true, false},
+		"a GitLab tag push":               {ForgeGitLab, "Tag Push Hook", gitlabPush, PushEvent{Ref: "refs/tags/run/x", Before: zeroSHA, After: strings.Repeat("1", 40), Repository: "https://gitlab.com/org/app.git"}, true, false},
+		"a Gitea delete":                  {ForgeGitea, "delete", `{"ref":"run/x","ref_type":"tag"}`, PushEvent{Ref: "refs/tags/run/x"}, true, false},
+		"a GitHub branch create":          {ForgeGitHub, "create", `{"ref":"exp","ref_type":"branch"}`, PushEvent{Ref: "refs/heads/exp"}, true, false},
+		"an issue event":                  {ForgeGitHub, "issues", `{}`, PushEvent{}, false, false},
+		"a GitLab merge request":          {ForgeGitLab, "Merge Request Hook", `{"object_attributes":{"iid":7,"last_commit":{"id":"2222222222222222222222222222222222222222"}}}`, PushEvent{Ref: "refs/merge-requests/7/head", After: "2222222222222222222222222222222222222222"}, true, false},
+		"a GitHub pull request":           {ForgeGitHub, "pull_request", `{"action":"synchronize","number":12,"pull_request":{"head":{"sha":"2222222222222222222222222222222222222222"}}}`, PushEvent{Ref: "refs/pull/12/head", After: "2222222222222222222222222222222222222222"}, true, false},
+		"a Gitea pull request":            {ForgeGitea, "pull_request", `{"number":3,"pull_request":{"head":{"sha":"2222222222222222222222222222222222222222"}}}`, PushEvent{Ref: "refs/pull/3/head", After: "2222222222222222222222222222222222222222"}, true, false},
+		"a pull request without a number": {ForgeGitHub, "pull_request", `{"action":"opened"}`, PushEvent{}, true, true},
+		"a pull request with a bad SHA":   {ForgeGitHub, "pull_request", `{"number":1,"pull_request":{"head":{"sha":"nope"}}}`, PushEvent{}, true, true},
+		"a push without a ref":            {ForgeGitHub, "push", `{"after":"x"}`, PushEvent{}, true, true},
+		"a ref that is a number":          {ForgeGitHub, "push", `{"ref":1}`, PushEvent{}, true, true},
+		"an array":                        {ForgeGitHub, "push", `[1]`, PushEvent{}, true, true},
+		"trailing data":                   {ForgeGitHub, "push", githubPush + `{}`, PushEvent{}, true, true},
+		"deep nesting":                    {ForgeGitHub, "push", `{"a":` + strings.Repeat("[", 10000) + strings.Repeat("]", 10000) + `}`, PushEvent{}, true, true},
+		"an unknown ref type":             {ForgeGitHub, "create", `{"ref":"x","ref_type":"repository"}`, PushEvent{}, true, true},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -332,6 +336,8 @@ func FuzzParseWebhook(f *testing.F) {
 		{"gitea", "delete", `{"ref":"main","ref_type":"branch"}`},
 		{"github", "push", `{"ref":"refs/heads/\u0000"}`},
 		{"github", "push", `{"ref":"refs/heads/a","repository":null,"project":{}}`},
+		{"github", "pull_request", `{"number":1,"pull_request":{"head":{"sha":"` + strings.Repeat("3", 40) + `"}}}`},
+		{"gitlab", "Merge Request Hook", `{"object_attributes":{"iid":2,"last_commit":{"id":"` + strings.Repeat("4", 40) + `"}}}`},
 	} {
 		f.Add(s.forge, s.event, []byte(s.body))
 	}

@@ -17,7 +17,11 @@ type checkRuns struct {
 func (g checkRuns) Post(ctx context.Context, s Status) (Posted, error) {
 	status, conclusion := checkRunState(s.State)
 	title := Shorten(s.Description, MaxDescription)
-	output := &github.CheckRunOutput{Title: &title, Summary: github.String(s.Description)}
+	summary := s.Summary
+	if summary == "" {
+		summary = s.Description
+	}
+	output := &github.CheckRunOutput{Title: &title, Summary: github.String(summary)}
 	var details *string
 	if s.TargetURL != "" {
 		details = &s.TargetURL

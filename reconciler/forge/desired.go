@@ -19,7 +19,45 @@ func Desired(run *taugridv1.TauRun) Status {
 	}
 	s.State, s.Description = describe(run)
 	s.Description = Shorten(s.Description, MaxDescription)
+	s.Summary = summary(run, s.Description)
 	return s
+}
+
+// summary is a check run's Markdown body: what ran, where it waited, when
+// each phase began, and what it was rendered from.
+func summary(run *taugridv1.TauRun, line string) string {
+	var b strings.Builder
+	st := &run.Status
+	fmt.Fprintf(&b, "%s\n\n", line)
+	fmt.Fprintf(&b, "**Run** `%s`: target `%s` at `%.12s`, %s `%s`", run.Name, run.Spec.Target, run.Spec.Commit, run.Spec.Trigger.Kind, run.Spec.Trigger.Ref)
+	if r := run.Spec.Trigger.Requester; r != "" {
+		fmt.Fprintf(&b, " by %s", r)
+	}
+	b.WriteString("\n\n")
+	if len(st.Phases) > 0 {
+		b.WriteString("| phase | since (UTC) |\n|---|---|\n")
+		for _, p := range st.Phases {
+			fmt.Fprintf(&b, "| %s | %s |\n", p.Phase, p.Time.UTC().Format("2006-01-02 15:04:05"))
+		}
+		b.WriteString("\n")
+	}
+	if w := st.Workload; w != nil {
+		fmt.Fprintf(&b, "**Queue** `%s`; **workload** %s `%s`", w.Queue, w.Kind, w.Name)
+		if w.Reason != "" {
+			fmt.Fprintf(&b, "; Kueue: %s", w.Reason)
+		}
+		b.WriteString("\n\n")
+	}
+	if n := len(st.Attempts); n > 0 {
+		fmt.Fprintf(&b, "**Attempts** %d\n\n", n)
+	}
+	if st.ConfigDigest != "" {
+		fmt.Fprintf(&b, "**Config** `%s` `%s`; **policy** at `%.12s` `%s`\n\n", st.TauFile, st.ConfigDigest, st.PolicyCommit, st.PolicyDigest)
+	}
+	if st.EvidenceURL != "" {
+		fmt.Fprintf(&b, "[Evidence](%s)\n", st.EvidenceURL)
+	}
+	return b.String()
 }
 
 func describe(run *taugridv1.TauRun) (State, string) {

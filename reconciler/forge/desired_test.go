@@ -3,8 +3,10 @@ package forge_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/reconciler/forge"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -76,10 +78,37 @@ func TestDesiredStatusSpeaksTheResearchersLanguage(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			want := forge.Status{SHA: sha, Context: "tau/default research-first-1a2b3c", State: tc.state, Description: tc.desc,
 				TargetURL: "https://tau.example/runs/research-first-1a2b3c"}
-			if diff := cmp.Diff(want, forge.Desired(tc.run)); diff != "" {
+			got := forge.Desired(tc.run)
+			if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(forge.Status{}, "Summary")); diff != "" {
 				t.Errorf("Desired (-want +got):\n%s", diff)
 			}
+			if !strings.HasPrefix(got.Summary, tc.desc+"\n\n**Run** `research-first-1a2b3c`") {
+				t.Errorf("check run summary does not open with the description and the run:\n%s", got.Summary)
+			}
 		})
+	}
+}
+
+func TestCheckRunSummaryTellsWhatRanWhereAndWhen(t *testing.T) {
+	run := aRun(taugridv1.PhaseQueued)
+	run.Spec.Trigger = taugridv1.Trigger{Kind: taugridv1.TriggerRunRef, Ref: "refs/tau/runs/r-1", Requester: "alice@example.com"}
+	at := metav1.Date(2026, 11, 30, 3, 4, 5, 0, time.UTC)
+	run.Status.Phases = []taugridv1.PhaseTransition{{Phase: taugridv1.PhasePending, Time: at}, {Phase: taugridv1.PhaseQueued, Time: at}}
+	run.Status.Workload = &taugridv1.WorkloadStatus{Kind: "Job", Name: "research-first-1a2b3c-1", Queue: "runs", Reason: "waiting for 1 nvidia.com/gpu"}
+	run.Status.Attempts = []taugridv1.Attempt{{Number: 1}}
+	run.Status.TauFile, run.Status.ConfigDigest, run.Status.PolicyCommit, run.Status.PolicyDigest = "tau.yaml", "sha256:c0ffee", strings.Repeat("9", 40), "sha256:beef"
+	got := forge.Desired(run).Summary
+	for _, want := range []string{
+		"RunRef `refs/tau/runs/r-1` by alice@example.com",
+		"| Queued | 2026-11-30 03:04:05 |",
+		"**Queue** `runs`; **workload** Job `research-first-1a2b3c-1`; Kueue: waiting for 1 nvidia.com/gpu",
+		"**Attempts** 1",
+		"**Config** `tau.yaml` `sha256:c0ffee`; **policy** at `999999999999` `sha256:beef`",
+		"[Evidence](https://tau.example/runs/research-first-1a2b3c)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("summary lacks %q:\n%s", want, got)
+		}
 	}
 }
 

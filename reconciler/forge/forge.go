@@ -48,6 +48,8 @@ type Status struct {
 	// CheckRunID is the check run to update; 0 creates one. Only check
 	// run posters read it.
 	CheckRunID int64
+	// Summary is the check run's Markdown body; commit statuses have none.
+	Summary string
 }
 
 // Posted is what the forge answered.

@@ -52,6 +52,8 @@ type ForgeReconciler struct {
 	// AppTokens mints and caches GitHub App installation tokens for check
 	// runs; nil mints one per post.
 	AppTokens *forge.AppTokens
+	// Buckets paces calls per credential; nil does not pace.
+	Buckets *forge.Buckets
 }
 
 // Keys of a forge Secret for a GitHub App (spec.forge.checkRuns).
@@ -157,7 +159,7 @@ func (r *ForgeReconciler) posterFor(ctx context.Context, repo *taugridv1.TauRepo
 		return nil, err
 	}
 	cfg := forge.Config{Type: forge.Type(f.Type), APIURL: f.APIURL, Token: string(secret.Data[SecretToken]),
-		HTTPClient: r.HTTPClient, Metrics: r.Metrics, Clock: r.Clock, CheckRuns: checkRuns}
+		HTTPClient: r.HTTPClient, Metrics: r.Metrics, Clock: r.Clock, CheckRuns: checkRuns, Buckets: r.Buckets}
 	if cfg.APIURL == "" {
 		cfg.APIURL = root
 		if cfg.Type == forge.GitHub {

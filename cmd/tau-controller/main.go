@@ -122,7 +122,7 @@ func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 		return err
 	}
 	forges := &reconciler.ForgeReconciler{Client: c, Clock: clk, Recorder: mgr.GetEventRecorder("tau-forge"), Metrics: forgeMetrics,
-		GitHubAPIURL: forge.DefaultGitHubAPI, AppTokens: &forge.AppTokens{Clock: clk, Metrics: forgeMetrics}}
+		GitHubAPIURL: forge.DefaultGitHubAPI, AppTokens: &forge.AppTokens{Clock: clk, Metrics: forgeMetrics}, Buckets: &forge.Buckets{}}
 	pulls := &reconciler.PullRequests{Client: c, Git: git, Policies: policies, Forge: forges}
 	steps := []interface{ SetupWithManager(ctrl.Manager) error }{
 		&reconciler.PlatformReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-platform")},

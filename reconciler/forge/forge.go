@@ -93,6 +93,8 @@ type Config struct {
 	// CheckRuns reports GitHub check runs instead of commit statuses; Token
 	// must then be a GitHub App installation token (see AppTokens).
 	CheckRuns bool
+	// Buckets paces calls per credential; nil does not pace.
+	Buckets *Buckets
 }
 
 // New returns the poster for c.Type.
@@ -106,6 +108,14 @@ func New(c Config) (StatusPoster, error) {
 	if c.Token == "" {
 		return nil, &ConfigError{Msg: "no token"}
 	}
+	p, err := newPoster(c)
+	if err != nil || c.Buckets == nil {
+		return p, err
+	}
+	return &paced{StatusPoster: p, forge: c.Type, bucket: c.Buckets.For(c.APIURL, c.Token), clock: c.Clock}, nil
+}
+
+func newPoster(c Config) (StatusPoster, error) {
 	switch c.Type {
 	case GitHub:
 		g, err := newGitHub(c)

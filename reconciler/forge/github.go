@@ -38,6 +38,9 @@ func (g *gitHub) Post(ctx context.Context, s Status) (Posted, error) {
 		rs.TargetURL = &s.TargetURL
 	}
 	created, resp, err := g.client.Repositories.CreateStatus(ctx, s.Owner, s.Repo, s.SHA, rs)
+	if resp != nil {
+		g.c.Metrics.quota(GitHub, resp.Header)
+	}
 	err = g.classify(resp, err)
 	g.c.Metrics.observe(GitHub, err)
 	if err != nil {

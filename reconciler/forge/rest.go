@@ -89,6 +89,7 @@ func (p *restPoster) do(ctx context.Context, endpoint string, body any, out any)
 		return transportError(p.c.Type, err)
 	}
 	defer resp.Body.Close()
+	p.c.Metrics.quota(p.c.Type, resp.Header)
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode/100 == 2 {
 		_ = json.Unmarshal(raw, out) // the ID is a nicety

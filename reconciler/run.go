@@ -88,6 +88,7 @@ type SourceArchiver interface {
 // +kubebuilder:rbac:groups=ray.io,resources=rayjobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -214,6 +215,11 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 		return err
 	}
 	p := DeriveProgress(obs)
+	if p.Phase == taugridv1.PhaseFailed {
+		if p.Message, err = r.classify(ctx, run, obs); err != nil {
+			return err
+		}
+	}
 	w := run.Status.Workload
 	w.Admitted = p.Admitted
 	w.Reason = ""
@@ -236,6 +242,37 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 		r.setCondition(run, taugridv1.ConditionReconciling, metav1.ConditionFalse, string(p.Phase), p.Message)
 	}
 	return nil
+}
+
+// classify names the failed attempt's class in its status record and
+// returns the run's message, "failed (Class): reason".
+func (r *RunReconciler) classify(ctx context.Context, run *taugridv1.TauRun, obs Observed) (string, error) {
+	var pods corev1.PodList
+	if err := r.List(ctx, &pods, client.InNamespace(run.Namespace), client.MatchingLabels{render.LabelRun: run.Name}); err != nil {
+		return "", err
+	}
+	nodes := map[string]*corev1.Node{}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == "" || nodes[p.Spec.NodeName] != nil {
+			continue
+		}
+		n := &corev1.Node{}
+		if err := r.Get(ctx, types.NamespacedName{Name: p.Spec.NodeName}, n); err == nil {
+			nodes[p.Spec.NodeName] = n
+		} else if !apierrors.IsNotFound(err) {
+			return "", err
+		}
+	}
+	class, reason := ClassifyFailure(FailureEvidence{Job: obs.Job, Pods: pods.Items, Workload: obs.Workload, Nodes: nodes})
+	if n := len(run.Status.Attempts); n > 0 {
+		a := &run.Status.Attempts[n-1]
+		a.FailureClass, a.Reason = string(class), reason
+		if a.EndTime == nil {
+			now := metav1.NewTime(r.Clock.Now())
+			a.EndTime = &now
+		}
+	}
+	return fmt.Sprintf("failed (%s): %s", class, reason), nil
 }
 
 func eventType(p taugridv1.RunPhase) string {

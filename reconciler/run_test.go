@@ -266,3 +266,56 @@ func TestARunRefForTheRayTargetBecomesAnAdmittedRayJobThatSucceeds(t *testing.T)
 	}
 	f.reconcileRun(t, run.Name, taugridv1.PhaseSucceeded)
 }
+
+func TestAFailedAttemptIsClassified(t *testing.T) {
+	f := newRunFixture(t, "rt10")
+	f.research.tag("run/exits-3")
+	f.poll(t)
+	run := f.runOf(t, "refs/tags/run/exits-3")
+	f.reconcileRun(t, run.Name, taugridv1.PhaseAdmitted)
+	ctx := context.Background()
+	nodeObj := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "rt10-gpu-1"}}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: run.Name + "-1-abcde", Namespace: f.ns, Labels: map[string]string{render.LabelRun: run.Name}},
+		Spec:       corev1.PodSpec{NodeName: nodeObj.Name, Containers: []corev1.Container{{Name: "main", Image: "python:3.12"}}},
+	}
+	for _, o := range []client.Object{nodeObj, pod} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 3, Reason: "Error"}}}}
+	if err := k8s.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	failJob(t, f.ns, render.WorkloadName(run.Name, 1))
+	failed := f.reconcileRun(t, run.Name, taugridv1.PhaseFailed)
+	if want := "failed (UserError): container main exited with code 3"; failed.Status.Message != want {
+		t.Errorf("message = %q, want %q", failed.Status.Message, want)
+	}
+	if a := failed.Status.Attempts[0]; a.FailureClass != "UserError" || a.EndTime == nil {
+		t.Errorf("attempt = %+v, want class UserError and an end time", a)
+	}
+}
+
+// failJob does what the Job controller would when the pod fails.
+func failJob(t testing.TB, ns, name string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		j := &batchv1.Job{}
+		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, j); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		j.Status.StartTime, j.Status.Failed = &now, 1
+		j.Status.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", LastTransitionTime: now, LastProbeTime: now},
+			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", LastTransitionTime: now, LastProbeTime: now},
+		}
+		return k8s.Status().Update(context.Background(), j)
+	})
+	if err != nil {
+		t.Fatalf("failing Job %s: %v", name, err)
+	}
+}

@@ -1,0 +1,162 @@
+package reconciler
+
+import (
+	"fmt"
+	"strings"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+)
+
+// FailureClass says why an attempt failed, in terms a retry policy can act
+// on: the researcher's fault or the platform's.
+type FailureClass string
+
+// The failure classes, as tau.yaml's resilience.retry_on names them.
+const (
+	FailureUserError      FailureClass = "UserError"      // the entrypoint exited non-zero
+	FailureOOMKilled      FailureClass = "OOMKilled"      // a container ran out of memory
+	FailurePreempted      FailureClass = "Preempted"      // Kueue evicted or preempted the workload
+	FailureNodeLost       FailureClass = "NodeLost"       // the node went away or evicted the pod
+	FailureGPUFault       FailureClass = "GPUFault"       // the node's GPUs went unhealthy during the attempt
+	FailureImagePull      FailureClass = "ImagePull"      // the image could not be pulled
+	FailureTimeout        FailureClass = "Timeout"        // the attempt ran past limits.timeout
+	FailureInfrastructure FailureClass = "Infrastructure" // anything else; the raw reason is kept
+)
+
+// gpuHealthyCondition is the node condition tau-nodeagent owns.
+const gpuHealthyCondition = "TauGPUHealthy"
+
+// FailureEvidence is what the cluster shows about a failed attempt.
+type FailureEvidence struct {
+	Job      *batchv1.Job
+	Pods     []corev1.Pod
+	Workload *kueue.Workload
+	// Nodes the attempt's pods ran on, by name; a missing entry means the
+	// node is gone.
+	Nodes map[string]*corev1.Node
+}
+
+// ClassifyFailure names the class of a failed attempt and a short reason.
+// It is pure, and checks the platform's faults before blaming the
+// researcher: a pod that exited 1 on a GPU that just threw an XID is a GPU
+// fault, not a user error.
+func ClassifyFailure(e FailureEvidence) (FailureClass, string) {
+	for _, check := range []func(FailureEvidence) (FailureClass, string, bool){
+		preempted, timedOut, gpuFault, nodeLost, oomKilled, imagePull, userError,
+	} {
+		if class, reason, ok := check(e); ok {
+			return class, reason
+		}
+	}
+	return FailureInfrastructure, rawReason(e)
+}
+
+func preempted(e FailureEvidence) (FailureClass, string, bool) {
+	if e.Workload == nil {
+		return "", "", false
+	}
+	for _, t := range []string{kueue.WorkloadPreempted, kueue.WorkloadEvicted} {
+		if c := meta.FindStatusCondition(e.Workload.Status.Conditions, t); c != nil && c.Status == metav1.ConditionTrue {
+			return FailurePreempted, "evicted by Kueue: " + c.Message, true
+		}
+	}
+	return "", "", false
+}
+
+func timedOut(e FailureEvidence) (FailureClass, string, bool) {
+	if c := jobFailed(e.Job); c != nil && c.Reason == batchv1.JobReasonDeadlineExceeded {
+		return FailureTimeout, "ran past its time limit", true
+	}
+	return "", "", false
+}
+
+func gpuFault(e FailureEvidence) (FailureClass, string, bool) {
+	for _, p := range e.Pods {
+		n := e.Nodes[p.Spec.NodeName]
+		if n == nil {
+			continue
+		}
+		for _, c := range n.Status.Conditions {
+			if string(c.Type) == gpuHealthyCondition && c.Status == corev1.ConditionFalse {
+				return FailureGPUFault, fmt.Sprintf("node %s: %s", n.Name, c.Message), true
+			}
+		}
+	}
+	return "", "", false
+}
+
+func nodeLost(e FailureEvidence) (FailureClass, string, bool) {
+	for _, p := range e.Pods {
+		if p.Spec.NodeName != "" && e.Nodes != nil && e.Nodes[p.Spec.NodeName] == nil {
+			return FailureNodeLost, "node " + p.Spec.NodeName + " is gone", true
+		}
+		if p.Status.Reason == "Evicted" || p.Status.Reason == "NodeLost" {
+			return FailureNodeLost, fmt.Sprintf("pod %s: %s: %s", p.Name, p.Status.Reason, p.Status.Message), true
+		}
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.DisruptionTarget && c.Status == corev1.ConditionTrue {
+				return FailureNodeLost, fmt.Sprintf("pod %s disrupted: %s", p.Name, c.Message), true
+			}
+		}
+	}
+	return "", "", false
+}
+
+func oomKilled(e FailureEvidence) (FailureClass, string, bool) {
+	for _, p := range e.Pods {
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && t.Reason == "OOMKilled" {
+				return FailureOOMKilled, fmt.Sprintf("container %s ran out of memory", cs.Name), true
+			}
+		}
+	}
+	return "", "", false
+}
+
+func imagePull(e FailureEvidence) (FailureClass, string, bool) {
+	for _, p := range e.Pods {
+		for _, cs := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+			if w := cs.State.Waiting; w != nil {
+				switch w.Reason {
+				case "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull":
+					return FailureImagePull, fmt.Sprintf("%s: %s", w.Reason, w.Message), true
+				}
+			}
+		}
+	}
+	return "", "", false
+}
+
+func userError(e FailureEvidence) (FailureClass, string, bool) {
+	for _, p := range e.Pods {
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+				return FailureUserError, fmt.Sprintf("container %s exited with code %d", cs.Name, t.ExitCode), true
+			}
+		}
+	}
+	return "", "", false
+}
+
+func jobFailed(j *batchv1.Job) *batchv1.JobCondition {
+	if j == nil {
+		return nil
+	}
+	for i, c := range j.Status.Conditions {
+		if c.Type == batchv1.JobFailed && c.Status == corev1.ConditionTrue {
+			return &j.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+func rawReason(e FailureEvidence) string {
+	if c := jobFailed(e.Job); c != nil {
+		return strings.TrimSpace(c.Reason + ": " + c.Message)
+	}
+	return "failed for a reason the cluster did not record"
+}

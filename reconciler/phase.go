@@ -45,6 +45,16 @@ func DeriveProgress(o Observed) Progress {
 	return Progress{Phase: taugridv1.PhaseAdmitted, Message: "admitted by Kueue; starting pods", Admitted: true}
 }
 
+// Advance keeps a run from going back from Running to Admitted: between its
+// pods ending and the Job's verdict, a running run looks merely admitted.
+// Going back to Queued stays possible, as an evicted workload does.
+func Advance(current taugridv1.RunPhase, currentMsg string, p Progress) Progress {
+	if p.Phase == taugridv1.PhaseAdmitted && current == taugridv1.PhaseRunning {
+		p.Phase, p.Message = taugridv1.PhaseRunning, currentMsg
+	}
+	return p
+}
+
 // finished reports a workload that has ended, successfully or not.
 func finished(o Observed) (Progress, bool) {
 	switch {

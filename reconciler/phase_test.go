@@ -103,3 +103,24 @@ func TestDeriveProgress(t *testing.T) {
 		})
 	}
 }
+
+func TestAdvanceNeverGoesBackFromRunningToAdmitted(t *testing.T) {
+	admitted := Progress{Phase: taugridv1.PhaseAdmitted, Message: "admitted by Kueue; starting pods", Admitted: true}
+	queued := Progress{Phase: taugridv1.PhaseQueued, Message: "Preempted to accommodate a higher priority Workload"}
+	tests := map[string]struct {
+		current taugridv1.RunPhase
+		next    Progress
+		want    Progress
+	}{
+		"a running run whose pods just ended stays running": {taugridv1.PhaseRunning, admitted, Progress{Phase: taugridv1.PhaseRunning, Message: "running", Admitted: true}},
+		"a queued run is admitted":                          {taugridv1.PhaseQueued, admitted, admitted},
+		"an evicted running run is queued again":            {taugridv1.PhaseRunning, queued, queued},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, Advance(tc.current, "running", tc.next)); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -214,7 +214,7 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 	if err != nil {
 		return err
 	}
-	p := DeriveProgress(obs)
+	p := Advance(run.Status.Phase, run.Status.Message, DeriveProgress(obs))
 	if p.Phase == taugridv1.PhaseFailed {
 		if p.Message, err = r.classify(ctx, run, obs); err != nil {
 			return err

@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -57,6 +61,7 @@ const (
 	ReasonRunning       = "Running"
 	ReasonSucceeded     = "Succeeded"
 	ReasonFailed        = "Failed"
+	ReasonRetrying      = "Retrying"
 )
 
 // RunReconciler turns a TauRun into a suspended Job or RayJob in Kueue and
@@ -112,6 +117,9 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		return r.reconcileCancel(ctx, run)
 	}
 	if run.Status.Workload == nil {
+		if wait := r.retryDue(ctx, run); wait > 0 {
+			return reconcile.Result{RequeueAfter: wait}, nil
+		}
 		err := r.reconcileSubmit(ctx, run)
 		if errors.Is(err, errNoPolicyYet) {
 			r.setPhase(run, taugridv1.PhasePending, err.Error())
@@ -121,7 +129,7 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		// now could race the cache.
 		return reconcile.Result{}, err
 	}
-	return reconcile.Result{}, r.reconcileProgress(ctx, run)
+	return r.reconcileProgress(ctx, run)
 }
 
 func (r *RunReconciler) patchStatus(ctx context.Context, base, run *taugridv1.TauRun) error {
@@ -135,12 +143,33 @@ func final(p taugridv1.RunPhase) bool {
 	return p == taugridv1.PhaseSucceeded || p == taugridv1.PhaseFailed || p == taugridv1.PhaseCancelled
 }
 
+// retryDue is how long the next attempt must still wait after the last
+// attempt ended; 0 when it is due (or for the first attempt).
+func (r *RunReconciler) retryDue(ctx context.Context, run *taugridv1.TauRun) time.Duration {
+	n := len(run.Status.Attempts)
+	if n == 0 || run.Status.Attempts[n-1].EndTime == nil {
+		return 0
+	}
+	plan, err := r.plan(ctx, run, n+1)
+	if err != nil {
+		return 0
+	}
+	return max(0, run.Status.Attempts[n-1].EndTime.Add(plan.Retry.Backoff(n)).Sub(r.Clock.Now()))
+}
+
 // reconcileSubmit reads the tau file at the run's commit, renders it under
 // the policy in force and creates the workload. An invalid file or a policy
 // violation fails the run (Stalled, Ready=False) and submits nothing.
 func (r *RunReconciler) reconcileSubmit(ctx context.Context, run *taugridv1.TauRun) error {
-	r.setPhase(run, taugridv1.PhasePending, "reading "+render.TargetFile(run.Spec.Target))
-	objs, err := r.render(ctx, run)
+	attempt := len(run.Status.Attempts) + 1
+	if attempt == 1 {
+		r.setPhase(run, taugridv1.PhasePending, "reading "+render.TargetFile(run.Spec.Target))
+	}
+	plan, err := r.plan(ctx, run, attempt)
+	var objs []client.Object
+	if err == nil {
+		objs = render.Render(plan)
+	}
 	if len(render.Errors(err)) > 0 || errors.Is(err, gitsource.ErrNotFound) {
 		r.fail(run, ReasonInvalidConfig, err.Error())
 		return nil
@@ -160,15 +189,17 @@ func (r *RunReconciler) reconcileSubmit(ctx context.Context, run *taugridv1.TauR
 	}
 	run.Status.Workload = &taugridv1.WorkloadStatus{Kind: kind, Name: w.GetName(),
 		Queue: w.GetLabels()[render.LabelQueueName]}
-	run.Status.Attempts = append(run.Status.Attempts, taugridv1.Attempt{Number: 1, Workload: w.GetName()})
+	run.Status.Attempts = append(run.Status.Attempts, taugridv1.Attempt{Number: attempt, Workload: w.GetName()})
 	r.setPhase(run, taugridv1.PhaseQueued, "submitted to queue "+run.Status.Workload.Queue)
 	r.Recorder.Eventf(run, w, corev1.EventTypeNormal, ReasonSubmitted, "Submit", "submitted %s %s to queue %s",
 		run.Status.Workload.Kind, w.GetName(), run.Status.Workload.Queue)
 	return nil
 }
 
-// render loads the tau file and the policy and renders the first attempt.
-func (r *RunReconciler) render(ctx context.Context, run *taugridv1.TauRun) ([]client.Object, error) {
+// plan loads the tau file and the policy and resolves an attempt. A retry
+// avoids the nodes of earlier attempts that hit a GPU fault or lost their
+// node, and resumes from the checkpoint directory.
+func (r *RunReconciler) plan(ctx context.Context, run *taugridv1.TauRun, attempt int) (*render.Plan, error) {
 	repo := &taugridv1.TauRepository{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Repository}, repo); err != nil {
 		return nil, fmt.Errorf("repository %s: %w", run.Spec.Repository, err)
@@ -193,31 +224,54 @@ func (r *RunReconciler) render(ctx context.Context, run *taugridv1.TauRun) ([]cl
 	run.Status.TauFile, run.Status.ConfigDigest = file, rc.Digest
 	run.Status.PolicyCommit, run.Status.PolicyDigest = commit, pol.Digest
 	meta := render.Run{Name: run.Name, Repository: run.Spec.Repository, Commit: run.Spec.Commit,
-		Target: run.Spec.Target, Attempt: 1, PolicyCommit: commit}
+		Target: run.Spec.Target, Attempt: attempt, PolicyCommit: commit, AvoidNodes: avoidedNodes(run)}
+	if attempt > 1 && rc.Storage.Checkpoint != "" {
+		meta.ResumeFrom = path.Join(render.DataDir, rc.Storage.Checkpoint)
+	}
 	if r.Sources != nil {
 		if meta.Source, err = r.Sources.SourceArchive(ctx, repo, run); err != nil {
 			return nil, err
 		}
 		run.Status.SourceDigest = meta.Source.SHA256
 	}
-	return render.RenderConfig(rc, pol, tenant.Name, meta)
+	return render.Resolve(rc, pol, tenant.Name, meta)
+}
+
+// avoidedNodes are the nodes where earlier attempts hit a GPU fault or lost
+// their node.
+func avoidedNodes(run *taugridv1.TauRun) []string {
+	var nodes []string
+	for _, a := range run.Status.Attempts {
+		if a.FailureClass == string(FailureGPUFault) || a.FailureClass == string(FailureNodeLost) {
+			for _, n := range a.Nodes {
+				if !slices.Contains(nodes, n) {
+					nodes = append(nodes, n)
+				}
+			}
+		}
+	}
+	return nodes
 }
 
 // reconcileProgress follows the workload and Kueue's Workload and moves the
 // phase; sets Ready when the run ends.
-func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.TauRun) error {
+func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.TauRun) (reconcile.Result, error) {
 	obs, err := r.observe(ctx, run)
 	if apierrors.IsNotFound(err) {
 		r.fail(run, ReasonFailed, fmt.Sprintf("%s %s was deleted", run.Status.Workload.Kind, run.Status.Workload.Name))
-		return nil
+		return reconcile.Result{}, nil
 	}
 	if err != nil {
-		return err
+		return reconcile.Result{}, err
 	}
 	p := Advance(run.Status.Phase, run.Status.Message, DeriveProgress(obs))
 	if p.Phase == taugridv1.PhaseFailed {
-		if p.Message, err = r.classify(ctx, run, obs); err != nil {
-			return err
+		var class FailureClass
+		if class, p.Message, err = r.classify(ctx, run, obs); err != nil {
+			return reconcile.Result{}, err
+		}
+		if after, retrying, err := r.reconcileRetry(ctx, run, class, p.Message); err != nil || retrying {
+			return reconcile.Result{RequeueAfter: after}, err
 		}
 	}
 	w := run.Status.Workload
@@ -241,38 +295,69 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 		r.setCondition(run, taugridv1.ConditionReady, status, string(p.Phase), p.Message)
 		r.setCondition(run, taugridv1.ConditionReconciling, metav1.ConditionFalse, string(p.Phase), p.Message)
 	}
-	return nil
+	return reconcile.Result{}, nil
+}
+
+// reconcileRetry schedules another attempt when the tau file's resilience
+// (capped by the platform) retries this failure class and attempts are
+// left: the run goes back to Pending and its next attempt is submitted
+// after the backoff. It reports whether it did.
+func (r *RunReconciler) reconcileRetry(ctx context.Context, run *taugridv1.TauRun, class FailureClass, msg string) (time.Duration, bool, error) {
+	plan, err := r.plan(ctx, run, len(run.Status.Attempts)+1)
+	switch {
+	case len(render.Errors(err)) > 0:
+		return 0, false, nil // the policy changed under the run: it cannot run again
+	case err != nil:
+		return 0, false, err
+	case !slices.Contains(plan.Retry.On, string(class)) || len(run.Status.Attempts) > plan.Retry.MaxRetries:
+		return 0, false, nil
+	}
+	n := len(run.Status.Attempts)
+	wait := plan.Retry.Backoff(n)
+	run.Status.Workload = nil
+	r.setPhase(run, taugridv1.PhasePending, fmt.Sprintf("retrying in %s (attempt %d of %d) after %s", wait, n+1, plan.Retry.MaxRetries+1, msg))
+	r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, ReasonRetrying, "Retry", "%s", run.Status.Message)
+	return wait, true, nil
 }
 
 // classify names the failed attempt's class in its status record and
 // returns the run's message, "failed (Class): reason".
-func (r *RunReconciler) classify(ctx context.Context, run *taugridv1.TauRun, obs Observed) (string, error) {
+func (r *RunReconciler) classify(ctx context.Context, run *taugridv1.TauRun, obs Observed) (FailureClass, string, error) {
 	var pods corev1.PodList
+	attempt := strconv.Itoa(len(run.Status.Attempts))
 	if err := r.List(ctx, &pods, client.InNamespace(run.Namespace), client.MatchingLabels{render.LabelRun: run.Name}); err != nil {
-		return "", err
+		return "", "", err
 	}
+	pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool {
+		a, ok := p.Labels[render.LabelAttempt]
+		return ok && a != attempt // pods of earlier attempts
+	})
 	nodes := map[string]*corev1.Node{}
 	for _, p := range pods.Items {
 		if p.Spec.NodeName == "" || nodes[p.Spec.NodeName] != nil {
 			continue
 		}
 		n := &corev1.Node{}
-		if err := r.Get(ctx, types.NamespacedName{Name: p.Spec.NodeName}, n); err == nil {
+		switch err := r.Get(ctx, types.NamespacedName{Name: p.Spec.NodeName}, n); {
+		case err == nil:
 			nodes[p.Spec.NodeName] = n
-		} else if !apierrors.IsNotFound(err) {
-			return "", err
+		case apierrors.IsNotFound(err):
+			nodes[p.Spec.NodeName] = nil // gone: the pod lost its node
+		default:
+			return "", "", err
 		}
 	}
 	class, reason := ClassifyFailure(FailureEvidence{Job: obs.Job, Pods: pods.Items, Workload: obs.Workload, Nodes: nodes})
 	if n := len(run.Status.Attempts); n > 0 {
 		a := &run.Status.Attempts[n-1]
 		a.FailureClass, a.Reason = string(class), reason
+		a.Nodes = slices.Sorted(maps.Keys(nodes))
 		if a.EndTime == nil {
 			now := metav1.NewTime(r.Clock.Now())
 			a.EndTime = &now
 		}
 	}
-	return fmt.Sprintf("failed (%s): %s", class, reason), nil
+	return class, fmt.Sprintf("failed (%s): %s", class, reason), nil
 }
 
 func eventType(p taugridv1.RunPhase) string {

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -317,5 +318,82 @@ func failJob(t testing.TB, ns, name string) {
 	})
 	if err != nil {
 		t.Fatalf("failing Job %s: %v", name, err)
+	}
+}
+
+func TestAGPUFaultIsRetriedOffTheFaultyNodeAndAUserErrorIsNot(t *testing.T) {
+	f := newRunFixture(t, "rt11")
+	clk := f.runRec.Clock.(*clocktesting.FakePassiveClock)
+	f.research.tag("run/flaky-gpu")
+	f.poll(t)
+	run := f.runOf(t, "refs/tags/run/flaky-gpu")
+	f.reconcileRun(t, run.Name, taugridv1.PhaseAdmitted)
+	ctx := context.Background()
+
+	// Attempt 1 dies on a node whose GPU the node agent marked unhealthy.
+	bad := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "rt11-gpu-bad"}}
+	if err := k8s.Create(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	bad.Status.Conditions = []corev1.NodeCondition{{Type: gpuHealthyCondition, Status: corev1.ConditionFalse, Reason: "XID", Message: "GPU 2: XID 79"}}
+	if err := k8s.Status().Update(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	exitedPod(t, f.ns, run.Name, 1, bad.Name, 1)
+	failJob(t, f.ns, render.WorkloadName(run.Name, 1))
+	waiting := f.reconcileRun(t, run.Name, taugridv1.PhasePending)
+	if !strings.Contains(waiting.Status.Message, "retrying in 30s (attempt 2 of 3) after failed (GPUFault): node rt11-gpu-bad: GPU 2: XID 79") {
+		t.Fatalf("message = %q, want a scheduled retry after the GPU fault", waiting.Status.Message)
+	}
+	if _, err := f.runRec.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: f.ns, Name: run.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.jobs(t)); n != 1 {
+		t.Fatalf("%d Jobs before the backoff passed, want 1", n)
+	}
+
+	clk.SetTime(clk.Now().Add(31 * time.Second))
+	f.reconcileRun(t, run.Name, taugridv1.PhaseQueued)
+	second := &batchv1.Job{}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: render.WorkloadName(run.Name, 2)}, second); err != nil {
+		t.Fatalf("attempt 2's Job: %v", err)
+	}
+	terms := second.Spec.Template.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if got := terms[0].MatchExpressions[len(terms[0].MatchExpressions)-1]; got.Operator != corev1.NodeSelectorOpNotIn || got.Values[0] != bad.Name {
+		t.Errorf("attempt 2 does not avoid the faulty node: %+v", terms)
+	}
+
+	// Attempt 2 exits non-zero on a healthy node: the researcher's bug, not retried.
+	f.reconcileRun(t, run.Name, taugridv1.PhaseAdmitted)
+	good := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "rt11-gpu-good"}}
+	if err := k8s.Create(ctx, good); err != nil {
+		t.Fatal(err)
+	}
+	exitedPod(t, f.ns, run.Name, 2, good.Name, 2)
+	failJob(t, f.ns, render.WorkloadName(run.Name, 2))
+	failed := f.reconcileRun(t, run.Name, taugridv1.PhaseFailed)
+	if want := "failed (UserError): container main exited with code 2"; failed.Status.Message != want {
+		t.Errorf("message = %q, want %q", failed.Status.Message, want)
+	}
+	if got := []string{failed.Status.Attempts[0].FailureClass, failed.Status.Attempts[1].FailureClass}; got[0] != "GPUFault" || got[1] != "UserError" {
+		t.Errorf("attempt classes = %v, want [GPUFault UserError]", got)
+	}
+}
+
+// exitedPod records a pod of an attempt whose main container exited.
+func exitedPod(t testing.TB, ns, run string, attempt int, node string, code int32) {
+	t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d-abcde", run, attempt), Namespace: ns,
+			Labels: map[string]string{render.LabelRun: run, render.LabelAttempt: fmt.Sprint(attempt)}},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "main", Image: "python:3.12"}}},
+	}
+	if err := k8s.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error"}}}}
+	if err := k8s.Status().Update(context.Background(), pod); err != nil {
+		t.Fatal(err)
 	}
 }

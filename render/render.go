@@ -350,7 +350,7 @@ func (p *Plan) podSpec(c corev1.Container) corev1.PodSpec {
 		EnableServiceLinks:           ptr.To(false),
 		NodeSelector:                 p.Profile.NodeSelector,
 		Tolerations:                  p.Profile.Tolerations,
-		Affinity:                     p.Profile.Affinity,
+		Affinity:                     avoidNodes(p.Profile.Affinity, p.Run.AvoidNodes),
 		SecurityContext: &corev1.PodSecurityContext{
 			RunAsNonRoot:   ptr.To(true),
 			RunAsUser:      ptr.To(sec.RunAsUser),
@@ -400,4 +400,29 @@ func containerSecurity() *corev1.SecurityContext {
 
 func resourceFromInt(n int) resource.Quantity {
 	return *resource.NewQuantity(int64(n), resource.DecimalSI)
+}
+
+// avoidNodes adds "not on these hosts" to every required node selector term
+// of the profile's affinity (creating one when there is none).
+func avoidNodes(a *corev1.Affinity, nodes []string) *corev1.Affinity {
+	if len(nodes) == 0 {
+		return a
+	}
+	out := &corev1.Affinity{}
+	if a != nil {
+		out = a.DeepCopy()
+	}
+	if out.NodeAffinity == nil {
+		out.NodeAffinity = &corev1.NodeAffinity{}
+	}
+	na := out.NodeAffinity
+	if na.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		na.RequiredDuringSchedulingIgnoredDuringExecution = &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{}}}
+	}
+	req := corev1.NodeSelectorRequirement{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpNotIn, Values: nodes}
+	terms := na.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	for i := range terms {
+		terms[i].MatchExpressions = append(terms[i].MatchExpressions, req)
+	}
+	return out
 }

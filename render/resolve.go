@@ -27,6 +27,9 @@ type Run struct {
 	PolicyCommit string
 	// ResumeFrom is the checkpoint a retry resumes from, if any.
 	ResumeFrom string
+	// AvoidNodes are nodes the attempt must not run on: where an earlier
+	// attempt hit a GPU fault or lost its node.
+	AvoidNodes []string
 	// Source is the archive the pod fetches the commit's tree from; nil
 	// renders no fetch step (offline rendering).
 	Source *SourceArchive
@@ -64,8 +67,32 @@ type Plan struct {
 
 	Timeout      time.Duration
 	TTL          time.Duration
+	Retry        RetryPolicy
 	PolicyDigest string
 	Security     Security
+}
+
+// RetryPolicy is a run's resolved resilience: which failure classes are
+// retried, how many times, and how long to wait before each retry.
+type RetryPolicy struct {
+	MaxRetries int
+	On         []string
+	Initial    time.Duration
+	Max        time.Duration
+}
+
+// DefaultRetryOn are the classes retried when tau.yaml names none: the
+// platform's faults, never the researcher's.
+var DefaultRetryOn = []string{"Preempted", "NodeLost", "GPUFault", "Infrastructure"}
+
+// Backoff is the wait before retry number n (1-based): doubling from
+// Initial, capped at Max.
+func (rp RetryPolicy) Backoff(n int) time.Duration {
+	d := rp.Initial
+	for i := 1; i < n && d < rp.Max; i++ {
+		d *= 2
+	}
+	return min(d, rp.Max)
 }
 
 // Fallback sizes when neither the tau file nor the profile gives one.
@@ -94,6 +121,7 @@ func Resolve(rc *RunConfig, pol *Policy, tenant string, run Run) (*Plan, error) 
 	checkImage(c, &pol.Images, rc.Image)
 	checkStorage(c, t, &cfg.Storage)
 	checkLimits(c, &pol.Limits, cfg, p)
+	p.Retry = resolveRetry(&cfg.Resilience)
 	if p.Profile != nil {
 		resolveCompute(c, p)
 	}
@@ -161,6 +189,20 @@ func resolvePriority(c *checker, pol *Policy, name string) string {
 }
 
 // checkImage applies the allow-list to a fully qualified image name.
+func resolveRetry(r *Resilience) RetryPolicy {
+	rp := RetryPolicy{MaxRetries: r.MaxRetries, On: r.RetryOn, Initial: r.Backoff.Initial.Duration, Max: r.Backoff.Max.Duration}
+	if len(rp.On) == 0 {
+		rp.On = DefaultRetryOn
+	}
+	if rp.Initial <= 0 {
+		rp.Initial = 30 * time.Second
+	}
+	if rp.Max <= 0 {
+		rp.Max = max(5*time.Minute, rp.Initial)
+	}
+	return rp
+}
+
 func checkImage(c *checker, im *ImagePolicy, image string) {
 	if !im.allows(image) {
 		c.errorf("runtime.image", "image %q is not allowed; the platform allows images from: %s", image, strings.Join(im.Allow, ", "))

@@ -115,6 +115,9 @@ type Attempt struct {
 	// Reason is a short explanation of the outcome.
 	// +optional
 	Reason string `json:"reason,omitempty"`
+	// Nodes the attempt's pods ran on.
+	// +optional
+	Nodes []string `json:"nodes,omitempty"`
 }
 
 // TauRunStatus is the run's progress.

@@ -225,8 +225,11 @@ func (r *RunReconciler) plan(ctx context.Context, run *taugridv1.TauRun, attempt
 	run.Status.PolicyCommit, run.Status.PolicyDigest = commit, pol.Digest
 	meta := render.Run{Name: run.Name, Repository: run.Spec.Repository, Commit: run.Spec.Commit,
 		Target: run.Spec.Target, Attempt: attempt, PolicyCommit: commit, AvoidNodes: avoidedNodes(run)}
-	if attempt > 1 && rc.Storage.Checkpoint != "" {
-		meta.ResumeFrom = path.Join(render.DataDir, rc.Storage.Checkpoint)
+	if attempt > 1 {
+		meta.RetryReason = run.Status.Attempts[attempt-2].FailureClass
+		if rc.Storage.Checkpoint != "" {
+			meta.ResumeFrom = path.Join(render.DataDir, rc.Storage.Checkpoint)
+		}
 	}
 	if r.Sources != nil {
 		if meta.Source, err = r.Sources.SourceArchive(ctx, repo, run); err != nil {

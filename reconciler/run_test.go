@@ -363,6 +363,14 @@ func TestAGPUFaultIsRetriedOffTheFaultyNodeAndAUserErrorIsNot(t *testing.T) {
 		t.Errorf("attempt 2 does not avoid the faulty node: %+v", terms)
 	}
 
+	env := map[string]string{}
+	for _, e := range second.Spec.Template.Spec.Containers[0].Env {
+		env[e.Name] = e.Value
+	}
+	if env["TAU_ATTEMPT"] != "2" || env["TAU_RETRY_REASON"] != "GPUFault" {
+		t.Errorf("attempt 2 environment: TAU_ATTEMPT=%q TAU_RETRY_REASON=%q, want 2 and GPUFault", env["TAU_ATTEMPT"], env["TAU_RETRY_REASON"])
+	}
+
 	// Attempt 2 exits non-zero on a healthy node: the researcher's bug, not retried.
 	f.reconcileRun(t, run.Name, taugridv1.PhaseAdmitted)
 	good := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "rt11-gpu-good"}}

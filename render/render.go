@@ -301,6 +301,9 @@ func (p *Plan) env() []corev1.EnvVar {
 	if p.Run.ResumeFrom != "" {
 		env = append(env, corev1.EnvVar{Name: "TAU_RESUME_FROM", Value: p.Run.ResumeFrom})
 	}
+	if p.Run.RetryReason != "" {
+		env = append(env, corev1.EnvVar{Name: "TAU_RETRY_REASON", Value: p.Run.RetryReason})
+	}
 	rt := &p.Config.Runtime
 	for _, k := range sortedKeys(rt.Env) {
 		env = append(env, corev1.EnvVar{Name: k, Value: rt.Env[k]})

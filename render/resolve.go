@@ -27,6 +27,8 @@ type Run struct {
 	PolicyCommit string
 	// ResumeFrom is the checkpoint a retry resumes from, if any.
 	ResumeFrom string
+	// RetryReason is the failure class that made this attempt a retry.
+	RetryReason string
 	// AvoidNodes are nodes the attempt must not run on: where an earlier
 	// attempt hit a GPU fault or lost its node.
 	AvoidNodes []string

@@ -153,13 +153,23 @@ func (r *RepositoryReconciler) reconcilePoll(ctx context.Context, repo *taugridv
 	for _, p := range res.Problems {
 		r.Recorder.Eventf(repo, nil, corev1.EventTypeWarning, ReasonBadRunRequest, "Poll", "%s at %s: %v", p.Ref, short(p.Commit), p.Err)
 	}
-	now := metav1.NewTime(r.Clock.Now())
-	repo.Status.LastPollTime = &now
-	repo.Status.ObservedRefs = observedRefs(res.Refs)
+	refs := observedRefs(res.Refs)
+	// An idle poll writes nothing: with thousands of repositories, a status
+	// write per poll would load the API server for no news. The poll time
+	// is refreshed when the refs change, and at least every 10 intervals.
+	last := repo.Status.LastPollTime
+	if last == nil || !equality.Semantic.DeepEqual(refs, repo.Status.ObservedRefs) ||
+		r.Clock.Since(last.Time) >= 10*repo.Spec.Interval.Duration {
+		now := metav1.NewTime(r.Clock.Now())
+		repo.Status.LastPollTime = &now
+	}
+	repo.Status.ObservedRefs = refs
 	repo.Status.RefCount = len(res.Refs)
 	apimeta.RemoveStatusCondition(&repo.Status.Conditions, taugridv1.ConditionStalled)
-	r.setCondition(repo, taugridv1.ConditionReady, metav1.ConditionTrue, ReasonPolled,
-		fmt.Sprintf("watching %d refs; %d runs requested by the last poll", len(res.Refs), started))
+	r.setCondition(repo, taugridv1.ConditionReady, metav1.ConditionTrue, ReasonPolled, fmt.Sprintf("watching %d refs", len(res.Refs)))
+	if started > 0 {
+		r.Recorder.Eventf(repo, nil, corev1.EventTypeNormal, ReasonPolled, "Poll", "%d runs requested", started)
+	}
 	return nil
 }
 

@@ -122,3 +122,28 @@ func setGPUQuota(t *testing.T, cq, nominal, borrowing string) {
 		t.Fatal(err)
 	}
 }
+
+func TestAnIdlePollWritesNothing(t *testing.T) {
+	f := newRunFixture(t, "rt12")
+	before := &taugridv1.TauRepository{}
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(f.repo), before); err != nil {
+		t.Fatal(err)
+	}
+	f.poll(t)
+	f.poll(t)
+	after := &taugridv1.TauRepository{}
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(f.repo), after); err != nil {
+		t.Fatal(err)
+	}
+	if before.ResourceVersion != after.ResourceVersion {
+		t.Errorf("two idle polls changed the TauRepository (resourceVersion %s to %s): %+v", before.ResourceVersion, after.ResourceVersion, after.Status)
+	}
+	f.research.tag("run/news")
+	f.poll(t)
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(f.repo), after); err != nil {
+		t.Fatal(err)
+	}
+	if before.ResourceVersion == after.ResourceVersion {
+		t.Error("a poll that saw a new run tag recorded nothing")
+	}
+}

@@ -124,7 +124,8 @@ type TauRepositoryStatus struct {
 	// +optional
 	RefCount int `json:"refCount,omitempty"`
 
-	// LastPollTime is when the repository was last listed.
+	// LastPollTime is when a poll last saw the refs change, refreshed at
+	// least every 10 intervals: idle polls write nothing.
 	// +optional
 	LastPollTime *metav1.Time `json:"lastPollTime,omitempty"`
 

@@ -19,7 +19,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -166,6 +165,9 @@ func (r *RunReconciler) reconcileSubmit(ctx context.Context, run *taugridv1.TauR
 		r.setPhase(run, taugridv1.PhasePending, "reading "+render.TargetFile(run.Spec.Target))
 	}
 	plan, err := r.plan(ctx, run, attempt)
+	if err == nil {
+		err = r.attachSource(ctx, run, plan)
+	}
 	var objs []client.Object
 	if err == nil {
 		objs = render.Render(plan)
@@ -231,13 +233,26 @@ func (r *RunReconciler) plan(ctx context.Context, run *taugridv1.TauRun, attempt
 			meta.ResumeFrom = path.Join(render.DataDir, rc.Storage.Checkpoint)
 		}
 	}
-	if r.Sources != nil {
-		if meta.Source, err = r.Sources.SourceArchive(ctx, repo, run); err != nil {
-			return nil, err
-		}
-		run.Status.SourceDigest = meta.Source.SHA256
-	}
 	return render.Resolve(rc, pol, tenant.Name, meta)
+}
+
+// attachSource builds the commit's source archive for the attempt's pods.
+// Only a submission needs it; retry decisions plan without it.
+func (r *RunReconciler) attachSource(ctx context.Context, run *taugridv1.TauRun, plan *render.Plan) error {
+	if r.Sources == nil {
+		return nil
+	}
+	repo := &taugridv1.TauRepository{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Repository}, repo); err != nil {
+		return fmt.Errorf("repository %s: %w", run.Spec.Repository, err)
+	}
+	src, err := r.Sources.SourceArchive(ctx, repo, run)
+	if err != nil {
+		return err
+	}
+	plan.Run.Source = src
+	run.Status.SourceDigest = src.SHA256
+	return nil
 }
 
 // avoidedNodes are the nodes where earlier attempts hit a GPU fault or lost
@@ -468,8 +483,7 @@ func (r *RunReconciler) setPhase(run *taugridv1.TauRun, phase taugridv1.RunPhase
 }
 
 func (r *RunReconciler) setCondition(run *taugridv1.TauRun, t string, s metav1.ConditionStatus, reason, msg string) {
-	apimeta.SetStatusCondition(&run.Status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason,
-		Message: msg, ObservedGeneration: run.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now())})
+	setCondition(&run.Status.Conditions, run.Generation, r.Clock.Now(), t, s, reason, msg)
 }
 
 // SetupWithManager registers the reconciler: it watches TauRuns, the Jobs

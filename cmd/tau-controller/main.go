@@ -103,10 +103,13 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("creating the git client: %w", err)
 	}
-	if err := setupReconcilers(ctx, mgr, git, o); err != nil {
+	// One source server: the run reconciler builds archives, the HTTP
+	// server hands them to pods.
+	sources := &reconciler.Sources{Client: mgr.GetClient(), Git: git, BaseURL: o.sourceURL, FetchImage: o.fetchImage}
+	if err := setupReconcilers(ctx, mgr, git, sources, o); err != nil {
 		return err
 	}
-	if err := setupServers(mgr, git, o); err != nil {
+	if err := setupServers(mgr, sources, o); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -118,14 +121,13 @@ func run(ctx context.Context, o options) error {
 	return mgr.Start(ctx)
 }
 
-func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.Client, o options) error {
+func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.Client, sources *reconciler.Sources, o options) error {
 	c := mgr.GetClient()
 	clk := clock.RealClock{}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, reconciler.IndexRepositoryURL, reconciler.RepositoryURL); err != nil {
 		return err
 	}
 	policies := &reconciler.PolicyStore{Client: c, Git: git, Namespace: o.namespace}
-	sources := &reconciler.Sources{Client: c, Git: git, BaseURL: o.sourceURL, FetchImage: o.fetchImage}
 	forgeMetrics, err := forge.NewMetrics(crmetrics.Registry)
 	if err != nil {
 		return err
@@ -151,14 +153,13 @@ func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 
 // setupServers adds the webhook receiver and the source archive server as
 // manager runnables, so they start and stop with it.
-func setupServers(mgr manager.Manager, git *gitsource.Client, o options) error {
+func setupServers(mgr manager.Manager, sources *reconciler.Sources, o options) error {
 	c := mgr.GetClient()
 	hooks := http.NewServeMux()
 	hooks.Handle("POST /hooks/{id}", gitsource.NewWebhookHandler(
 		&reconciler.WebhookReceivers{Client: c, Forge: gitsource.ForgeGitHub},
 		&reconciler.AnnotationNudger{Client: c, Clock: clock.RealClock{}},
 		gitsource.WebhookOptions{Log: ctrl.Log.WithName("webhook")}))
-	sources := &reconciler.Sources{Client: c, Git: git, BaseURL: o.sourceURL, FetchImage: o.fetchImage}
 	for _, s := range []*http.Server{
 		gitsource.NewWebhookServer(o.webhookAddr, hooks),
 		{Addr: o.sourceAddr, Handler: sources, ReadHeaderTimeout: 10 * time.Second},

@@ -285,8 +285,7 @@ func (r *PlatformReconciler) prune(ctx context.Context, p *taugridv1.TauPlatform
 }
 
 func (r *PlatformReconciler) setCondition(p *taugridv1.TauPlatform, t string, s metav1.ConditionStatus, reason, msg string) {
-	apimeta.SetStatusCondition(&p.Status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason,
-		Message: msg, ObservedGeneration: p.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now())})
+	setCondition(&p.Status.Conditions, p.Generation, r.Clock.Now(), t, s, reason, msg)
 }
 
 // SetupWithManager watches TauPlatforms: spec changes and nudges.

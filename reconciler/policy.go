@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 	"sync"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
@@ -90,7 +91,7 @@ func (s *PolicyStore) load(ctx context.Context, remote gitsource.Remote, ref, co
 
 // refName turns a branch or tag name into the full ref gitsource fetches.
 func refName(ref string) string {
-	if len(ref) > 5 && ref[:5] == "refs/" {
+	if strings.HasPrefix(ref, "refs/") {
 		return ref
 	}
 	return "refs/heads/" + ref

@@ -287,8 +287,7 @@ func (r *RepositoryReconciler) stall(repo *taugridv1.TauRepository, reason, msg 
 }
 
 func (r *RepositoryReconciler) setCondition(repo *taugridv1.TauRepository, t string, s metav1.ConditionStatus, reason, msg string) {
-	apimeta.SetStatusCondition(&repo.Status.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason,
-		Message: msg, ObservedGeneration: repo.Generation, LastTransitionTime: metav1.NewTime(r.Clock.Now())})
+	setCondition(&repo.Status.Conditions, repo.Generation, r.Clock.Now(), t, s, reason, msg)
 }
 
 // SetupWithManager watches TauRepositories: spec changes and nudges.

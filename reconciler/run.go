@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -61,6 +61,7 @@ const (
 	ReasonSucceeded     = "Succeeded"
 	ReasonFailed        = "Failed"
 	ReasonRetrying      = "Retrying"
+	ReasonResumed       = "Resumed"
 )
 
 // RunReconciler turns a TauRun into a suspended Job or RayJob in Kueue and
@@ -102,7 +103,8 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if !run.DeletionTimestamp.IsZero() || final(run.Status.Phase) {
+	resume := resumeRequested(run)
+	if !run.DeletionTimestamp.IsZero() || final(run.Status.Phase) && !resume {
 		return reconcile.Result{}, nil
 	}
 	base := run.DeepCopy()
@@ -115,8 +117,11 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if run.Spec.Cancel {
 		return r.reconcileCancel(ctx, run)
 	}
+	if resume {
+		r.reopen(run)
+	}
 	if run.Status.Workload == nil {
-		if wait := r.retryDue(ctx, run); wait > 0 {
+		if wait := r.retryDue(ctx, run); wait > 0 && !resume {
 			return reconcile.Result{RequeueAfter: wait}, nil
 		}
 		err := r.reconcileSubmit(ctx, run)
@@ -140,6 +145,29 @@ func (r *RunReconciler) patchStatus(ctx context.Context, base, run *taugridv1.Ta
 
 func final(p taugridv1.RunPhase) bool {
 	return p == taugridv1.PhaseSucceeded || p == taugridv1.PhaseFailed || p == taugridv1.PhaseCancelled
+}
+
+// AnnotationResume asks a failed run to resume: a new attempt, from the
+// run's latest complete checkpoint, whatever its retry policy says. Each new
+// value resumes once (tau resume sets the time).
+const AnnotationResume = "taugrid.dev/resume"
+
+// resumeRequested reports an unhandled resume request on a failed run.
+func resumeRequested(run *taugridv1.TauRun) bool {
+	v := run.Annotations[AnnotationResume]
+	return v != "" && v != run.Status.LastHandledResume && run.Status.Phase == taugridv1.PhaseFailed && !run.Spec.Cancel &&
+		len(run.Status.Attempts) > 0 // a run that never ran has nothing to resume: it was invalid
+}
+
+// reopen takes a failed run back to Pending for its next attempt.
+func (r *RunReconciler) reopen(run *taugridv1.TauRun) {
+	run.Status.LastHandledResume = run.Annotations[AnnotationResume]
+	run.Status.Workload = nil
+	apimeta.RemoveStatusCondition(&run.Status.Conditions, taugridv1.ConditionStalled)
+	msg := fmt.Sprintf("resuming by request: attempt %d", len(run.Status.Attempts)+1)
+	r.setPhase(run, taugridv1.PhasePending, msg)
+	r.setCondition(run, taugridv1.ConditionReady, metav1.ConditionFalse, ReasonResumed, msg)
+	r.Recorder.Eventf(run, nil, corev1.EventTypeNormal, ReasonResumed, "Resume", "%s", msg)
 }
 
 // retryDue is how long the next attempt must still wait after the last
@@ -229,9 +257,7 @@ func (r *RunReconciler) plan(ctx context.Context, run *taugridv1.TauRun, attempt
 		Target: run.Spec.Target, Attempt: attempt, PolicyCommit: commit, AvoidNodes: avoidedNodes(run)}
 	if attempt > 1 {
 		meta.RetryReason = run.Status.Attempts[attempt-2].FailureClass
-		if rc.Storage.Checkpoint != "" {
-			meta.ResumeFrom = path.Join(render.DataDir, rc.Storage.Checkpoint)
-		}
+		meta.Resume = true
 	}
 	return render.Resolve(rc, pol, tenant.Name, meta)
 }
@@ -283,10 +309,23 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 		return reconcile.Result{}, err
 	}
 	p := Advance(run.Status.Phase, run.Status.Message, DeriveProgress(obs))
+	// A preempted attempt is over: Kueue would requeue the same Job and
+	// start it from scratch. TauGrid ends it instead, and the retry policy
+	// decides whether a new attempt resumes from its checkpoint.
+	preempted := p.Phase != taugridv1.PhaseSucceeded && p.Phase != taugridv1.PhaseFailed && evictedByPreemption(obs.Workload)
+	if preempted {
+		p.Phase = taugridv1.PhaseFailed
+	}
 	if p.Phase == taugridv1.PhaseFailed {
 		var class FailureClass
 		if class, p.Message, err = r.classify(ctx, run, obs); err != nil {
 			return reconcile.Result{}, err
+		}
+		if preempted {
+			// Its pods get their termination grace to save a checkpoint.
+			if err := r.deleteWorkload(ctx, run); err != nil {
+				return reconcile.Result{}, err
+			}
 		}
 		if after, retrying, err := r.reconcileRetry(ctx, run, class, p.Message); err != nil || retrying {
 			return reconcile.Result{RequeueAfter: after}, err
@@ -366,6 +405,13 @@ func (r *RunReconciler) classify(ctx context.Context, run *taugridv1.TauRun, obs
 		}
 	}
 	class, reason := ClassifyFailure(FailureEvidence{Job: obs.Job, Pods: pods.Items, Workload: obs.Workload, Nodes: nodes})
+	if class == FailurePreempted {
+		if by, err := r.preemptor(ctx, obs.Workload); err != nil {
+			return "", "", err
+		} else if by != "" {
+			reason = by
+		}
+	}
 	if n := len(run.Status.Attempts); n > 0 {
 		a := &run.Status.Attempts[n-1]
 		a.FailureClass, a.Reason = string(class), reason
@@ -490,9 +536,10 @@ func (r *RunReconciler) setCondition(run *taugridv1.TauRun, t string, s metav1.C
 // and RayJobs they own, and Kueue's Workloads for those.
 func (r *RunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		// Only spec changes (creation, cancellation) matter; the run's own
-		// status patches would only wake it for nothing.
-		For(&taugridv1.TauRun{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// Only spec changes (creation, cancellation) and annotations matter;
+		// the run's own status patches would only wake it for nothing.
+		// A resume request is an annotation.
+		For(&taugridv1.TauRun{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 8}).
 		Owns(&batchv1.Job{}).
 		Owns(&rayv1.RayJob{}).

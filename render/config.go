@@ -125,6 +125,10 @@ type Resilience struct {
 	RetryOn []string `json:"retry_on,omitempty" jsonschema:"enum=Preempted,enum=NodeLost,enum=GPUFault,enum=Infrastructure,enum=OOMKilled,enum=ImagePull,enum=Timeout,enum=UserError"`
 	// Backoff is the wait before a retry, doubling from Initial up to Max.
 	Backoff Backoff `json:"backoff,omitzero"`
+	// TerminationGrace is how long pods get after SIGTERM (preemption,
+	// cancellation, a lost node) to flush a checkpoint before they are
+	// killed; 30s by default, capped by the platform.
+	TerminationGrace Duration `json:"termination_grace,omitzero"`
 }
 
 // Backoff is an exponential retry delay.

@@ -165,3 +165,34 @@ func golden(t *testing.T, path string, got []byte) {
 		t.Errorf("%s (-want +got):\n%s", path, diff)
 	}
 }
+
+// A retried attempt with checkpoints resumes: its pods get TAU_RESUME_FROM,
+// the init container resolves the latest complete checkpoint of the run, and
+// the pods get the termination grace the tau file asks for.
+func TestRetriedAttemptResolvesItsLatestCheckpoint(t *testing.T) {
+	pol := examplePolicy(t)
+	data := []byte(`schema_version: 1
+name: resumable
+entrypoint: train.py
+runtime: {image: python:3.12-slim}
+compute: {gpus: 1}
+storage: {data_pvc: team-a-data, checkpoint: ckpt}
+resilience: {max_retries: 3, termination_grace: 2m}
+`)
+	rc, err := LoadConfig("tau.yaml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := testRun
+	run.Attempt, run.Resume, run.RetryReason = 2, true, "Preempted"
+	run.Source = &SourceArchive{URL: "http://tau-controller.tau-system.svc:9090/source/x.tar.gz", SHA256: strings.Repeat("ab", 32), Image: "ghcr.io/taugrid/tau:v0.1.0"}
+	objs, err := RenderConfig(rc, pol, "team-a", run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Marshal(objs, FormatYAML)
+	if err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "testdata/golden/resumed-attempt.yaml", out)
+}

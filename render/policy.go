@@ -98,6 +98,8 @@ type PolicyLimits struct {
 	MaxRetries       int      `json:"max_retries,omitempty"`
 	MaxEnvBytes      int      `json:"max_env_bytes,omitempty"`
 	TTLAfterFinished Duration `json:"ttl_after_finished,omitzero"`
+	// MaxTerminationGrace caps resilience.termination_grace.
+	MaxTerminationGrace Duration `json:"max_termination_grace,omitzero"`
 }
 
 // Security is the pod security every run gets.
@@ -113,6 +115,7 @@ const (
 	defaultRunTime        = 24 * time.Hour
 	defaultMaxEnvBytes    = 128 << 10
 	defaultTTLAfterFinish = 24 * time.Hour
+	defaultMaxGrace       = 10 * time.Minute
 	defaultUID            = 65532
 	defaultGPUResource    = "nvidia.com/gpu"
 )
@@ -195,6 +198,9 @@ func (p *Policy) applyDefaults() {
 	}
 	if l.TTLAfterFinished.Duration == 0 {
 		l.TTLAfterFinished.Duration = defaultTTLAfterFinish
+	}
+	if l.MaxTerminationGrace.Duration == 0 {
+		l.MaxTerminationGrace.Duration = defaultMaxGrace
 	}
 	s := &p.Security
 	if s.RunAsUser == 0 {
@@ -331,7 +337,8 @@ func validateLimits(c *checker, l *PolicyLimits) {
 	if l.MaxEnvBytes < 0 {
 		c.errorf("max_env_bytes", "must be at least 0, got %d", l.MaxEnvBytes)
 	}
-	for f, d := range map[string]Duration{"max_run_time": l.MaxRunTime, "default_run_time": l.DefaultRunTime, "ttl_after_finished": l.TTLAfterFinished} {
+	for f, d := range map[string]Duration{"max_run_time": l.MaxRunTime, "default_run_time": l.DefaultRunTime, "ttl_after_finished": l.TTLAfterFinished,
+		"max_termination_grace": l.MaxTerminationGrace} {
 		if d.Duration <= 0 {
 			c.errorf(f, "must be a positive duration")
 		}

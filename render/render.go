@@ -41,7 +41,14 @@ const (
 	ScratchDir    = "/tau/scratch"
 	scratchOutput = ScratchDir + "/output"
 	scratchCkpt   = ScratchDir + "/checkpoints"
-	torchrunPort  = 29500
+	// ResumeLink is TAU_RESUME_FROM: a link to the run's latest complete
+	// checkpoint, made by the init container; absent when there is none.
+	ResumeLink = ScratchDir + "/resume"
+	// CheckpointMarker is the file a job writes, last, into a checkpoint
+	// directory under TAU_CHECKPOINT_DIR once the checkpoint is complete.
+	// Directories without it are partial writes and never resumed from.
+	CheckpointMarker = "TAU_COMPLETE"
+	torchrunPort     = 29500
 )
 
 // Render turns a resolved plan into the objects one attempt submits: a
@@ -281,14 +288,26 @@ func mainContainer(p *Plan, name string, gpus int, command []string) corev1.Cont
 	}
 }
 
-func (p *Plan) env() []corev1.EnvVar {
-	s := &p.Config.Storage
-	out, ckpt := scratchOutput, scratchCkpt
-	if s.Output != "" {
-		out = path.Join(DataDir, s.Output)
+// CheckpointDir is where the run keeps its checkpoints: its own directory
+// under storage.checkpoint, so that runs sharing a volume never resume from
+// each other's; "" without storage.checkpoint.
+func (p *Plan) CheckpointDir() string {
+	if c := p.Config.Storage.Checkpoint; c != "" {
+		return path.Join(DataDir, c, p.Run.Name)
 	}
-	if s.Checkpoint != "" {
-		ckpt = path.Join(DataDir, s.Checkpoint)
+	return ""
+}
+
+// resumes reports whether the attempt's pods resume from a checkpoint.
+func (p *Plan) resumes() bool { return p.Run.Resume && p.CheckpointDir() != "" }
+
+func (p *Plan) env() []corev1.EnvVar {
+	out, ckpt := scratchOutput, scratchCkpt
+	if o := p.Config.Storage.Output; o != "" {
+		out = path.Join(DataDir, o)
+	}
+	if c := p.CheckpointDir(); c != "" {
+		ckpt = c
 	}
 	env := []corev1.EnvVar{
 		{Name: "TAU_RUN", Value: p.Run.Name},
@@ -298,8 +317,8 @@ func (p *Plan) env() []corev1.EnvVar {
 		{Name: "TAU_OUTPUT_DIR", Value: out},
 		{Name: "TAU_CHECKPOINT_DIR", Value: ckpt},
 	}
-	if p.Run.ResumeFrom != "" {
-		env = append(env, corev1.EnvVar{Name: "TAU_RESUME_FROM", Value: p.Run.ResumeFrom})
+	if p.resumes() {
+		env = append(env, corev1.EnvVar{Name: "TAU_RESUME_FROM", Value: ResumeLink})
 	}
 	if p.Run.RetryReason != "" {
 		env = append(env, corev1.EnvVar{Name: "TAU_RETRY_REASON", Value: p.Run.RetryReason})
@@ -361,14 +380,24 @@ func (p *Plan) podSpec(c corev1.Container) corev1.PodSpec {
 			FSGroup:        ptr.To(sec.FSGroup),
 			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 		},
-		Volumes: p.volumes(),
+		Volumes:                       p.volumes(),
+		TerminationGracePeriodSeconds: ptr.To(int64(p.TerminationGrace.Seconds())),
 	}
 	if src := p.Run.Source; src != nil {
+		command := []string{"tau", "fetch-source", "--url=" + src.URL, "--sha256=" + src.SHA256, "--dest=" + SourceDir}
+		mounts := []corev1.VolumeMount{{Name: "source", MountPath: SourceDir}}
+		if p.resumes() {
+			// The init container finds the latest complete checkpoint; the
+			// data volume is read-only to it.
+			command = append(command, "--checkpoint-dir="+p.CheckpointDir(), "--resume-link="+ResumeLink)
+			mounts = append(mounts, corev1.VolumeMount{Name: "scratch", MountPath: ScratchDir},
+				corev1.VolumeMount{Name: "data", MountPath: DataDir, ReadOnly: true})
+		}
 		spec.InitContainers = []corev1.Container{{
 			Name:            "tau-source",
 			Image:           src.Image,
-			Command:         []string{"tau", "fetch-source", "--url=" + src.URL, "--sha256=" + src.SHA256, "--dest=" + SourceDir},
-			VolumeMounts:    []corev1.VolumeMount{{Name: "source", MountPath: SourceDir}},
+			Command:         command,
+			VolumeMounts:    mounts,
 			SecurityContext: containerSecurity(),
 			Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},

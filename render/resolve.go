@@ -25,8 +25,10 @@ type Run struct {
 	Attempt int
 	// PolicyCommit is the platform repo commit the policy was read at.
 	PolicyCommit string
-	// ResumeFrom is the checkpoint a retry resumes from, if any.
-	ResumeFrom string
+	// Resume asks an attempt to resume from the run's latest complete
+	// checkpoint: its pods get TAU_RESUME_FROM, a link that the source init
+	// container points at that checkpoint (see CheckpointMarker).
+	Resume bool
 	// RetryReason is the failure class that made this attempt a retry.
 	RetryReason string
 	// AvoidNodes are nodes the attempt must not run on: where an earlier
@@ -67,11 +69,14 @@ type Plan struct {
 	HeadMemory       resource.Quantity
 	ProcessesPerNode int
 
-	Timeout      time.Duration
-	TTL          time.Duration
-	Retry        RetryPolicy
-	PolicyDigest string
-	Security     Security
+	Timeout time.Duration
+	TTL     time.Duration
+	// TerminationGrace is the pods' time to flush a checkpoint after
+	// SIGTERM.
+	TerminationGrace time.Duration
+	Retry            RetryPolicy
+	PolicyDigest     string
+	Security         Security
 }
 
 // RetryPolicy is a run's resolved resilience: which failure classes are
@@ -96,6 +101,9 @@ func (rp RetryPolicy) Backoff(n int) time.Duration {
 	}
 	return min(d, rp.Max)
 }
+
+// defaultTerminationGrace is Kubernetes' own default.
+const defaultTerminationGrace = 30 * time.Second
 
 // Fallback sizes when neither the tau file nor the profile gives one.
 var (
@@ -239,6 +247,13 @@ func checkLimits(c *checker, l *PolicyLimits, cfg *Config, p *Plan) {
 		p.Timeout = t
 		if t > l.MaxRunTime.Duration {
 			c.errorf("limits.timeout", "%s is longer than the platform's maximum run time (%s)", cfg.Limits.Timeout, l.MaxRunTime)
+		}
+	}
+	p.TerminationGrace = defaultTerminationGrace
+	if g := cfg.Resilience.TerminationGrace; g.Duration > 0 {
+		p.TerminationGrace = g.Duration
+		if g.Duration > l.MaxTerminationGrace.Duration {
+			c.errorf("resilience.termination_grace", "%s is longer than the platform's maximum (%s)", g, l.MaxTerminationGrace)
 		}
 	}
 	if r := cfg.Resilience.MaxRetries; r > l.MaxRetries {

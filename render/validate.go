@@ -278,7 +278,8 @@ func validateResilience(c *checker, r *Resilience) {
 		}
 	}
 	b := r.Backoff
-	for f, d := range map[string]Duration{"resilience.backoff.initial": b.Initial, "resilience.backoff.max": b.Max} {
+	for f, d := range map[string]Duration{"resilience.backoff.initial": b.Initial, "resilience.backoff.max": b.Max,
+		"resilience.termination_grace": r.TerminationGrace} {
 		if c.set(f) && d.Duration <= 0 {
 			c.errorf(f, "must be a positive duration, such as 30s")
 		}

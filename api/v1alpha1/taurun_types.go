@@ -170,6 +170,11 @@ type TauRunStatus struct {
 	// +optional
 	Attempts []Attempt `json:"attempts,omitempty"`
 
+	// LastHandledResume is the value of the resume annotation last acted on:
+	// a failed run resumes once per new value.
+	// +optional
+	LastHandledResume string `json:"lastHandledResume,omitempty"`
+
 	// EvidenceURL links to the run's evidence page.
 	// +optional
 	EvidenceURL string `json:"evidenceURL,omitempty"`

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/taugrid/taugrid/render"
 )
 
 type fetchOptions struct {
@@ -23,12 +24,16 @@ type fetchOptions struct {
 	SHA256  string
 	Dest    string
 	Timeout time.Duration
+	// CheckpointDir and ResumeLink: on a retried attempt, point ResumeLink
+	// at the latest complete checkpoint under CheckpointDir.
+	CheckpointDir, ResumeLink string
 }
 
 // newFetchSourceCmd is the run pods' init container: it downloads the
 // commit's source archive from the controller, checks its sha256 before
 // unpacking anything, and unpacks it without letting any entry escape the
-// destination. Pods never hold git credentials.
+// destination. Pods never hold git credentials. On a retried attempt it also
+// links TAU_RESUME_FROM to the run's latest complete checkpoint.
 func newFetchSourceCmd() *cobra.Command {
 	opts := &fetchOptions{}
 	cmd := &cobra.Command{
@@ -38,16 +43,31 @@ func newFetchSourceCmd() *cobra.Command {
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			n, err := fetchSource(cmd.Context(), opts)
-			if err == nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "unpacked %d entries of %s into %s\n", n, opts.SHA256, opts.Dest)
+			if err != nil {
+				return err
 			}
-			return err
+			fmt.Fprintf(cmd.OutOrStdout(), "unpacked %d entries of %s into %s\n", n, opts.SHA256, opts.Dest)
+			if opts.CheckpointDir == "" || opts.ResumeLink == "" {
+				return nil
+			}
+			ckpt, err := linkResume(opts.CheckpointDir, opts.ResumeLink)
+			switch {
+			case err != nil:
+				return fmt.Errorf("finding the checkpoint to resume from: %w", err)
+			case ckpt == "":
+				fmt.Fprintf(cmd.OutOrStdout(), "no complete checkpoint under %s (none has %s): starting afresh\n", opts.CheckpointDir, render.CheckpointMarker)
+			default:
+				fmt.Fprintf(cmd.OutOrStdout(), "resuming from %s\n", ckpt)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&opts.URL, "url", "", "archive URL")
 	cmd.Flags().StringVar(&opts.SHA256, "sha256", "", "expected sha256 of the archive, hex")
 	cmd.Flags().StringVar(&opts.Dest, "dest", "", "directory to unpack into")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 10*time.Minute, "download timeout")
+	cmd.Flags().StringVar(&opts.CheckpointDir, "checkpoint-dir", "", "the run's checkpoint directory, to resume from")
+	cmd.Flags().StringVar(&opts.ResumeLink, "resume-link", "", "link to point at the latest complete checkpoint")
 	for _, f := range []string{"url", "sha256", "dest"} {
 		_ = cmd.MarkFlagRequired(f)
 	}

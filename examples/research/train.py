@@ -1,5 +1,14 @@
 """A tiny training loop that behaves like a real one: it reads TauGrid's
-environment, resumes from a checkpoint, writes metrics and a checkpoint.
+environment, resumes from the latest complete checkpoint, writes metrics,
+and saves a checkpoint every epoch and when it is asked to stop.
+
+The checkpoint convention TauGrid resumes from:
+  * each checkpoint is its own directory under $TAU_CHECKPOINT_DIR;
+  * the file TAU_COMPLETE is written into it last, once everything else is
+    on disk; a directory without it is a partial write and is ignored;
+  * on a retried attempt $TAU_RESUME_FROM is a link to the newest complete
+    checkpoint of this run (it does not exist when there is none).
+On preemption the pod gets SIGTERM and resilience.termination_grace to save.
 
 It needs only the Python standard library, so the demo runs on any image.
 """
@@ -8,7 +17,28 @@ import argparse
 import json
 import os
 import random
+import signal
 import time
+
+stop = False
+
+
+def on_sigterm(_signum, _frame) -> None:
+    global stop
+    stop = True  # finish the step, save a checkpoint, exit
+
+
+def save(ckpt_dir: str, epoch: int, weight: float) -> str:
+    d = os.path.join(ckpt_dir, f"epoch-{epoch:06d}")
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "state.json"), "w") as f:
+        json.dump({"epoch": epoch, "weight": weight}, f)
+        f.flush()
+        os.fsync(f.fileno())
+    with open(os.path.join(d, "TAU_COMPLETE"), "w") as f:  # last: marks it complete
+        f.flush()
+        os.fsync(f.fileno())
+    return d
 
 
 def main() -> None:
@@ -17,28 +47,32 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--ray", action="store_true")
     args = parser.parse_args()
+    signal.signal(signal.SIGTERM, on_sigterm)
 
     out = os.environ.get("TAU_OUTPUT_DIR", "out")
     ckpt_dir = os.environ.get("TAU_CHECKPOINT_DIR", "ckpt")
     os.makedirs(out, exist_ok=True)
     os.makedirs(ckpt_dir, exist_ok=True)
 
-    start = 0
+    start, weight = 0, 0.0
     resume = os.environ.get("TAU_RESUME_FROM")
-    if resume and os.path.exists(resume):
-        with open(resume) as f:
-            start = json.load(f)["epoch"] + 1
-        print(f"resuming from {resume} at epoch {start}")
+    if resume and os.path.exists(os.path.join(resume, "state.json")):
+        with open(os.path.join(resume, "state.json")) as f:
+            state = json.load(f)
+        start, weight = state["epoch"] + 1, state["weight"]
+        print(f"resuming from {os.path.realpath(resume)} at epoch {start}")
 
-    weight, rng = 0.0, random.Random(os.environ.get("TAU_COMMIT", "0"))
+    rng = random.Random(os.environ.get("TAU_COMMIT", "0"))
     with open(os.path.join(out, "metrics.jsonl"), "a") as metrics:
         for epoch in range(start, args.epochs):
             loss = 1.0 / (1 + epoch) + rng.random() * 0.01
             weight -= args.lr * loss
             metrics.write(json.dumps({"_step": epoch, "_timestamp": time.time(), "loss": loss}) + "\n")
-            with open(os.path.join(ckpt_dir, "latest.json"), "w") as f:
-                json.dump({"epoch": epoch, "weight": weight}, f)
-            print(f"run {os.environ.get('TAU_RUN', '-')} epoch {epoch}: loss {loss:.4f}")
+            saved = save(ckpt_dir, epoch, weight)
+            print(f"run {os.environ.get('TAU_RUN', '-')} epoch {epoch}: loss {loss:.4f}, saved {saved}")
+            if stop:
+                print("stopping on SIGTERM after a checkpoint")
+                return
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ import (
 	"github.com/taugrid/taugrid/reconciler/forge"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -36,7 +37,7 @@ import (
 )
 
 type options struct {
-	metricsAddr, probeAddr, webhookAddr, sourceAddr string
+	metricsAddr, probeAddr, webhookAddr, sourceAddr, apiAddr string
 	leaderElect                                     bool
 	qps                                             float64
 	burst                                           int
@@ -49,6 +50,7 @@ func main() {
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "liveness and readiness probe address")
 	flag.StringVar(&o.webhookAddr, "webhook-bind-address", ":9292", "git forge webhook receiver address (/hooks/<id>)")
 	flag.StringVar(&o.sourceAddr, "source-bind-address", ":9090", "source archive server address (/source/...)")
+	flag.StringVar(&o.apiAddr, "api-bind-address", ":8082", "researchers' read-only runs API (/api/v1/...), authenticated by tenant tokens; 0 disables")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles")
 	flag.Float64Var(&o.qps, "kube-api-qps", 100, "sustained requests per second to the API server")
 	flag.IntVar(&o.burst, "kube-api-burst", 200, "request burst to the API server")
@@ -109,7 +111,11 @@ func run(ctx context.Context, o options) error {
 	if err := setupReconcilers(ctx, mgr, git, sources, o); err != nil {
 		return err
 	}
-	if err := setupServers(mgr, sources, o); err != nil {
+	clientset, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if err := setupServers(mgr, sources, clientset, o); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -153,17 +159,24 @@ func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 
 // setupServers adds the webhook receiver and the source archive server as
 // manager runnables, so they start and stop with it.
-func setupServers(mgr manager.Manager, sources *reconciler.Sources, o options) error {
+func setupServers(mgr manager.Manager, sources *reconciler.Sources, clientset kubernetes.Interface, o options) error {
 	c := mgr.GetClient()
+	nudger := &reconciler.AnnotationNudger{Client: c, Clock: clock.RealClock{}}
 	hooks := http.NewServeMux()
 	hooks.Handle("POST /hooks/{id}", gitsource.NewWebhookHandler(
-		&reconciler.WebhookReceivers{Client: c, Forge: gitsource.ForgeGitHub},
-		&reconciler.AnnotationNudger{Client: c, Clock: clock.RealClock{}},
+		&reconciler.WebhookReceivers{Client: c, Forge: gitsource.ForgeGitHub}, nudger,
 		gitsource.WebhookOptions{Log: ctrl.Log.WithName("webhook")}))
-	for _, s := range []*http.Server{
+	servers := []*http.Server{
 		gitsource.NewWebhookServer(o.webhookAddr, hooks),
 		{Addr: o.sourceAddr, Handler: sources, ReadHeaderTimeout: 10 * time.Second},
-	} {
+	}
+	if o.apiAddr != "0" {
+		api := &reconciler.RunsAPI{Client: c, APIReader: mgr.GetAPIReader(), Logs: reconciler.PodLogs{Pods: clientset.CoreV1()},
+			Tokens: &reconciler.Tokens{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Clock: clock.RealClock{}}, Nudger: nudger}
+		// No WriteTimeout: followed logs stream for as long as the pod runs.
+		servers = append(servers, &http.Server{Addr: o.apiAddr, Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second})
+	}
+	for _, s := range servers {
 		if err := mgr.Add(httpRunnable{s}); err != nil {
 			return err
 		}

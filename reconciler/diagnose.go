@@ -1,0 +1,290 @@
+package reconciler
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/render"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+)
+
+// Bounds of a diagnosis: whatever the run did, it stays small enough to
+// paste into an issue.
+const (
+	diagnoseMaxPods     = 8
+	diagnoseMaxEvents   = 50
+	diagnoseTailLines   = 50
+	diagnoseTailBytes   = 16 << 10
+	maskedSecret        = "****"
+	minMaskedSecretSize = 4 // shorter values would mask half the log
+)
+
+// LogSource opens a container's log, as the API server's pods/log does.
+type LogSource interface {
+	Logs(ctx context.Context, namespace, pod string, opts *corev1.PodLogOptions) (io.ReadCloser, error)
+}
+
+// Diagnosis is everything needed to understand a run's failure, bounded
+// and with every secret value masked.
+type Diagnosis struct {
+	SchemaVersion int                      `json:"schema_version"`
+	Run           string                   `json:"run"`
+	Namespace     string                   `json:"namespace"`
+	Phase         taugridv1.RunPhase       `json:"phase"`
+	Message       string                   `json:"message,omitempty"`
+	Commit        string                   `json:"commit"`
+	Target        string                   `json:"target"`
+	Attempts      []taugridv1.Attempt      `json:"attempts,omitempty"`
+	Conditions    []metav1.Condition       `json:"conditions,omitempty"`
+	Kueue         []metav1.Condition       `json:"kueue,omitempty"`
+	Pods          []PodDiagnosis           `json:"pods,omitempty"`
+	Nodes         map[string]NodeDiagnosis `json:"nodes,omitempty"`
+	Events        []EventDiagnosis         `json:"events,omitempty"`
+	Truncated     []string                 `json:"truncated,omitempty"`
+}
+
+// PodDiagnosis is one pod of the run's current attempt.
+type PodDiagnosis struct {
+	Name       string                   `json:"name"`
+	Node       string                   `json:"node,omitempty"`
+	Phase      corev1.PodPhase          `json:"phase"`
+	Reason     string                   `json:"reason,omitempty"`
+	Containers []corev1.ContainerStatus `json:"containers,omitempty"`
+	LogTail    string                   `json:"log_tail,omitempty"`
+}
+
+// NodeDiagnosis is the GPU health of a node the run used.
+type NodeDiagnosis struct {
+	Exists     bool   `json:"exists"`
+	GPUHealthy string `json:"gpu_healthy,omitempty"`
+	Message    string `json:"message,omitempty"`
+}
+
+// EventDiagnosis is one event about the run, its workloads or its pods.
+type EventDiagnosis struct {
+	Time    metav1.Time `json:"time"`
+	Type    string      `json:"type"`
+	Object  string      `json:"object"`
+	Reason  string      `json:"reason"`
+	Message string      `json:"message"`
+}
+
+// Diagnose gathers a run's diagnosis: its status and attempts, Kueue's
+// conditions, its pods with their exit codes and log tails, the GPU health
+// of their nodes, and the events about all of them. Reads go through c;
+// logs through logs, if set.
+func Diagnose(ctx context.Context, c client.Reader, logs LogSource, run *taugridv1.TauRun) (*Diagnosis, error) {
+	d := &Diagnosis{SchemaVersion: 1, Run: run.Name, Namespace: run.Namespace, Phase: run.Status.Phase, Message: run.Status.Message,
+		Commit: run.Spec.Commit, Target: run.Spec.Target, Attempts: run.Status.Attempts, Conditions: run.Status.Conditions,
+		Nodes: map[string]NodeDiagnosis{}}
+	if w := run.Status.Workload; w != nil && w.Workload != "" {
+		wl := &kueue.Workload{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: w.Workload}, wl); err == nil {
+			d.Kueue = wl.Status.Conditions
+		}
+	}
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods, client.InNamespace(run.Namespace), client.MatchingLabels{render.LabelRun: run.Name}); err != nil {
+		return nil, err
+	}
+	sort.Slice(pods.Items, func(i, j int) bool { return pods.Items[i].Name < pods.Items[j].Name })
+	if len(pods.Items) > diagnoseMaxPods {
+		d.Truncated = append(d.Truncated, fmt.Sprintf("pods: %d of %d shown", diagnoseMaxPods, len(pods.Items)))
+		pods.Items = pods.Items[:diagnoseMaxPods]
+	}
+	mask, err := SecretMasker(ctx, c, run.Namespace, pods.Items)
+	if err != nil {
+		return nil, err
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		pd := PodDiagnosis{Name: p.Name, Node: p.Spec.NodeName, Phase: p.Status.Phase, Reason: p.Status.Reason,
+			Containers: append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...)}
+		for j := range pd.Containers {
+			if t := pd.Containers[j].State.Terminated; t != nil {
+				t.Message = mask.Mask(t.Message)
+			}
+		}
+		if logs != nil && len(p.Spec.Containers) > 0 {
+			pd.LogTail = logTail(ctx, logs, p, mask)
+		}
+		d.Pods = append(d.Pods, pd)
+		if n := p.Spec.NodeName; n != "" {
+			if _, seen := d.Nodes[n]; !seen {
+				d.Nodes[n] = nodeDiagnosis(ctx, c, n)
+			}
+		}
+	}
+	if err := d.addEvents(ctx, c, run); err != nil {
+		return nil, err
+	}
+	d.Message = mask.Mask(d.Message)
+	return d, nil
+}
+
+func nodeDiagnosis(ctx context.Context, c client.Reader, name string) NodeDiagnosis {
+	n := &corev1.Node{}
+	if err := c.Get(ctx, types.NamespacedName{Name: name}, n); err != nil {
+		return NodeDiagnosis{}
+	}
+	nd := NodeDiagnosis{Exists: true}
+	for _, cond := range n.Status.Conditions {
+		if string(cond.Type) == gpuHealthyCondition {
+			nd.GPUHealthy, nd.Message = string(cond.Status), cond.Message
+		}
+	}
+	return nd
+}
+
+// addEvents keeps the newest events whose object is the run or named after
+// it (its Jobs, Workloads and pods).
+func (d *Diagnosis) addEvents(ctx context.Context, c client.Reader, run *taugridv1.TauRun) error {
+	var evs eventsv1.EventList
+	if err := c.List(ctx, &evs, client.InNamespace(run.Namespace)); err != nil {
+		return err
+	}
+	for _, e := range evs.Items {
+		if !strings.HasPrefix(e.Regarding.Name, run.Name) {
+			continue
+		}
+		t := e.EventTime.Time
+		if t.IsZero() {
+			t = e.DeprecatedLastTimestamp.Time
+		}
+		if t.IsZero() {
+			t = e.CreationTimestamp.Time
+		}
+		d.Events = append(d.Events, EventDiagnosis{Time: metav1.NewTime(t), Type: e.Type, Object: e.Regarding.Kind + "/" + e.Regarding.Name,
+			Reason: e.Reason, Message: e.Note})
+	}
+	sort.Slice(d.Events, func(i, j int) bool { return d.Events[i].Time.Before(&d.Events[j].Time) })
+	if n := len(d.Events); n > diagnoseMaxEvents {
+		d.Truncated = append(d.Truncated, fmt.Sprintf("events: the newest %d of %d shown", diagnoseMaxEvents, n))
+		d.Events = d.Events[n-diagnoseMaxEvents:]
+	}
+	return nil
+}
+
+// logTail is the end of a pod's first container's log, bounded in lines
+// and bytes whatever the pod wrote, with secrets masked.
+func logTail(ctx context.Context, logs LogSource, p *corev1.Pod, mask Masker) string {
+	rc, err := logs.Logs(ctx, p.Namespace, p.Name, &corev1.PodLogOptions{Container: p.Spec.Containers[0].Name,
+		TailLines: ptrTo(int64(diagnoseTailLines)), LimitBytes: ptrTo(int64(diagnoseTailBytes))})
+	if err != nil {
+		return "(no log: " + mask.Mask(err.Error()) + ")"
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	if err := mask.Copy(&buf, io.LimitReader(rc, diagnoseTailBytes)); err != nil {
+		return buf.String() + "\n(log cut short: " + err.Error() + ")"
+	}
+	return buf.String()
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// Masker replaces secret values in text.
+type Masker struct{ secrets []string }
+
+// SecretMasker masks the values of every Secret key the pods read, through
+// env, envFrom or volumes, so a researcher's token echoed to the log never
+// leaves the cluster. Secrets that cannot be read are skipped: their values
+// cannot reach the pod either.
+func SecretMasker(ctx context.Context, c client.Reader, ns string, pods []corev1.Pod) (Masker, error) {
+	names := map[string]bool{}
+	for _, p := range pods {
+		for _, ctr := range append(append([]corev1.Container(nil), p.Spec.InitContainers...), p.Spec.Containers...) {
+			for _, e := range ctr.Env {
+				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+					names[e.ValueFrom.SecretKeyRef.Name] = true
+				}
+			}
+			for _, e := range ctr.EnvFrom {
+				if e.SecretRef != nil {
+					names[e.SecretRef.Name] = true
+				}
+			}
+		}
+		for _, v := range p.Spec.Volumes {
+			if v.Secret != nil {
+				names[v.Secret.SecretName] = true
+			}
+		}
+	}
+	var m Masker
+	for name := range names {
+		s := &corev1.Secret{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
+			continue
+		}
+		for _, v := range s.Data {
+			m.Add(string(v))
+		}
+	}
+	return m, nil
+}
+
+// Add masks another value, and each of its lines.
+func (m *Masker) Add(v string) {
+	for _, s := range append([]string{v}, strings.Split(v, "\n")...) {
+		s = strings.TrimSpace(s)
+		if len(s) >= minMaskedSecretSize {
+			m.secrets = append(m.secrets, s)
+		}
+	}
+	// Longest first, so a value containing another is masked whole.
+	sort.Slice(m.secrets, func(i, j int) bool { return len(m.secrets[i]) > len(m.secrets[j]) })
+}
+
+// Mask replaces every secret value in s.
+func (m Masker) Mask(s string) string {
+	for _, v := range m.secrets {
+		s = strings.ReplaceAll(s, v, maskedSecret)
+	}
+	return s
+}
+
+// Copy streams r to w line by line, masked. A line longer than 64 KiB is
+// masked in 64 KiB pieces.
+func (m Masker) Copy(w io.Writer, r io.Reader) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadSlice('\n')
+		if len(line) > 0 {
+			if _, werr := io.WriteString(w, m.Mask(string(line))); werr != nil {
+				return werr
+			}
+		}
+		switch {
+		case err == bufio.ErrBufferFull:
+			continue
+		case err == io.EOF:
+			return nil
+		case err != nil:
+			return err
+		}
+		if f, ok := w.(interface{ Flush() }); ok {
+			f.Flush()
+		}
+	}
+}
+
+// PodLogs reads pod logs through the API server.
+type PodLogs struct{ Pods corev1client.PodsGetter }
+
+// Logs implements LogSource.
+func (l PodLogs) Logs(ctx context.Context, namespace, pod string, opts *corev1.PodLogOptions) (io.ReadCloser, error) {
+	return l.Pods.Pods(namespace).GetLogs(pod, opts).Stream(ctx)
+}

@@ -1,0 +1,60 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// RunRefPrefix is where `tau run` pushes run requests.
+const RunRefPrefix = "refs/tau/runs/"
+
+// ErrNoRun is FindRun's answer for a run that does not exist (yet).
+type ErrNoRun struct{ ID, Namespace string }
+
+func (e *ErrNoRun) Error() string {
+	return fmt.Sprintf("no run %s in namespace %s (a pushed run ref shows up within seconds; `tau list` shows the runs there are)", e.ID, e.Namespace)
+}
+
+// FindRun finds a run by its TauRun name, its run id (the run ref's last
+// element) or its full ref; the newest run of a ref wins.
+func FindRun(ctx context.Context, c client.Reader, ns, id string) (*taugridv1.TauRun, error) {
+	run := &taugridv1.TauRun{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: id}, run)
+	if err == nil {
+		return run, nil
+	}
+	if !apierrors.IsNotFound(err) && !apierrors.IsBadRequest(err) && !apierrors.IsInvalid(err) {
+		return nil, err
+	}
+	ref := id
+	if !strings.HasPrefix(ref, "refs/") {
+		ref = RunRefPrefix + id
+	}
+	var list taugridv1.TauRunList
+	if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{LabelRefHash: RefHash(ref)}); err != nil {
+		return nil, err
+	}
+	if len(list.Items) == 0 {
+		return nil, &ErrNoRun{ID: id, Namespace: ns}
+	}
+	SortNewestFirst(list.Items)
+	return &list.Items[0], nil
+}
+
+// SortNewestFirst orders runs by creation time, newest first; names break
+// ties so the order is stable.
+func SortNewestFirst(runs []taugridv1.TauRun) {
+	sort.Slice(runs, func(i, j int) bool {
+		a, b := runs[i].CreationTimestamp, runs[j].CreationTimestamp
+		if a.Equal(&b) {
+			return runs[i].Name < runs[j].Name
+		}
+		return b.Before(&a)
+	})
+}

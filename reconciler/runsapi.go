@@ -1,0 +1,314 @@
+package reconciler
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/render"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list
+// +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=list
+// +kubebuilder:rbac:groups=taugrid.dev,resources=taurepositories,verbs=get;list;watch;patch
+
+// Tenant API tokens are Secrets in the controller's namespace with this
+// label; each holds a token and the namespace it reads.
+const (
+	LabelAPIToken     = "taugrid.dev/api-token"
+	APITokenKey       = "token"
+	APINamespaceKey   = "namespace"
+	apiTokenCacheTime = 10 * time.Second
+	apiMaxLogTail     = 10000
+)
+
+// Tokens maps bearer tokens to the tenant namespace they may read. Only
+// digests are kept in memory, and compared in constant time.
+type Tokens struct {
+	// Reader reads Secrets; an uncached reader keeps Secrets out of the
+	// informer cache.
+	Reader    client.Reader
+	Namespace string
+	Clock     clock.PassiveClock
+
+	mu     sync.Mutex
+	loaded time.Time
+	tokens []apiToken
+}
+
+type apiToken struct {
+	digest    [32]byte
+	namespace string
+}
+
+// NamespaceOf returns the namespace a token reads, or "" for a token that is
+// not one.
+func (t *Tokens) NamespaceOf(ctx context.Context, token string) (string, error) {
+	tokens, err := t.load(ctx)
+	if err != nil || token == "" {
+		return "", err
+	}
+	d := sha256.Sum256([]byte(token))
+	ns := ""
+	for _, tk := range tokens {
+		if subtle.ConstantTimeCompare(d[:], tk.digest[:]) == 1 {
+			ns = tk.namespace
+		}
+	}
+	return ns, nil
+}
+
+func (t *Tokens) load(ctx context.Context) ([]apiToken, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if now := t.Clock.Now(); now.Sub(t.loaded) < apiTokenCacheTime && t.tokens != nil {
+		return t.tokens, nil
+	}
+	var secrets corev1.SecretList
+	if err := t.Reader.List(ctx, &secrets, client.InNamespace(t.Namespace), client.MatchingLabels{LabelAPIToken: "true"}); err != nil {
+		return nil, fmt.Errorf("reading API tokens: %w", err)
+	}
+	tokens := []apiToken{}
+	for _, s := range secrets.Items {
+		tok, ns := s.Data[APITokenKey], string(s.Data[APINamespaceKey])
+		if len(tok) == 0 || ns == "" {
+			continue
+		}
+		tokens = append(tokens, apiToken{digest: sha256.Sum256(tok), namespace: ns})
+	}
+	t.tokens, t.loaded = tokens, t.Clock.Now()
+	return tokens, nil
+}
+
+// RepositoryNudger asks for an immediate poll of a repository URL.
+type RepositoryNudger interface {
+	Nudge(ctx context.Context, repoURL string) error
+}
+
+// RunsAPI is the controller's HTTP API for researchers, who need no
+// Kubernetes credentials: their team's runs, a run's logs and diagnosis,
+// and a nudge that makes a pushed run ref show up at once. Each request
+// carries a tenant's bearer token and reads that tenant's namespace only.
+//
+//	GET  /api/v1/namespaces/{ns}/runs
+//	GET  /api/v1/namespaces/{ns}/runs/{run}
+//	GET  /api/v1/namespaces/{ns}/runs/{run}/logs?follow=true&tail=100
+//	GET  /api/v1/namespaces/{ns}/runs/{run}/diagnosis
+//	POST /api/v1/namespaces/{ns}/nudge  {"repository": "<clone URL>"}
+type RunsAPI struct {
+	// Client reads runs, pods and Kueue objects (the manager's cache);
+	// APIReader reads Secrets and events around it.
+	Client    client.Reader
+	APIReader client.Reader
+	Logs      LogSource
+	Tokens    *Tokens
+	Nudger    RepositoryNudger
+}
+
+// Handler is the API's HTTP handler.
+func (a *RunsAPI) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/v1/namespaces/{ns}/runs", a.tenant(a.list))
+	mux.HandleFunc("GET /api/v1/namespaces/{ns}/runs/{run}", a.tenant(a.get))
+	mux.HandleFunc("GET /api/v1/namespaces/{ns}/runs/{run}/logs", a.tenant(a.logs))
+	mux.HandleFunc("GET /api/v1/namespaces/{ns}/runs/{run}/diagnosis", a.tenant(a.diagnosis))
+	mux.HandleFunc("POST /api/v1/namespaces/{ns}/nudge", a.tenant(a.nudge))
+	return mux
+}
+
+// tenant authenticates the request's token for the path's namespace.
+func (a *RunsAPI) tenant(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok {
+			apiError(w, http.StatusUnauthorized, "missing bearer token: set TAU_TOKEN to your team's API token")
+			return
+		}
+		ns, err := a.Tokens.NamespaceOf(r.Context(), strings.TrimSpace(token))
+		switch {
+		case err != nil:
+			apiError(w, http.StatusServiceUnavailable, "cannot check tokens now; try again")
+		case ns == "":
+			apiError(w, http.StatusUnauthorized, "invalid token")
+		case ns != r.PathValue("ns"):
+			apiError(w, http.StatusForbidden, fmt.Sprintf("this token reads namespace %s, not %s", ns, r.PathValue("ns")))
+		default:
+			h(w, r, ns)
+		}
+	}
+}
+
+func (a *RunsAPI) list(w http.ResponseWriter, r *http.Request, ns string) {
+	var list taugridv1.TauRunList
+	if err := a.Client.List(r.Context(), &list, client.InNamespace(ns)); err != nil {
+		apiError(w, http.StatusInternalServerError, "listing runs failed")
+		return
+	}
+	SortNewestFirst(list.Items)
+	writeJSON(w, map[string]any{"schema_version": 1, "runs": list.Items})
+}
+
+func (a *RunsAPI) find(w http.ResponseWriter, r *http.Request, ns string) *taugridv1.TauRun {
+	run, err := FindRun(r.Context(), a.Client, ns, r.PathValue("run"))
+	var none *ErrNoRun
+	switch {
+	case errors.As(err, &none):
+		apiError(w, http.StatusNotFound, err.Error())
+	case err != nil:
+		apiError(w, http.StatusInternalServerError, "reading the run failed")
+	}
+	if err != nil {
+		return nil
+	}
+	run.ManagedFields = nil
+	return run
+}
+
+func (a *RunsAPI) get(w http.ResponseWriter, r *http.Request, ns string) {
+	if run := a.find(w, r, ns); run != nil {
+		writeJSON(w, run)
+	}
+}
+
+func (a *RunsAPI) diagnosis(w http.ResponseWriter, r *http.Request, ns string) {
+	run := a.find(w, r, ns)
+	if run == nil {
+		return
+	}
+	d, err := Diagnose(r.Context(), a.reader(), a.Logs, run)
+	if err != nil {
+		apiError(w, http.StatusInternalServerError, "diagnosing the run failed")
+		return
+	}
+	writeJSON(w, d)
+}
+
+func (a *RunsAPI) reader() client.Reader {
+	if a.APIReader != nil {
+		return a.APIReader
+	}
+	return a.Client
+}
+
+// logs streams the current attempt's first pod's log (rank 0, or the Ray
+// head), masked, following it with follow=true until the pod ends or the
+// client goes away.
+func (a *RunsAPI) logs(w http.ResponseWriter, r *http.Request, ns string) {
+	run := a.find(w, r, ns)
+	if run == nil {
+		return
+	}
+	pod, err := a.attemptPod(r.Context(), run)
+	if err != nil {
+		apiError(w, http.StatusInternalServerError, "listing the run's pods failed")
+		return
+	}
+	if pod == nil {
+		apiError(w, http.StatusNotFound, fmt.Sprintf("run %s has no pod yet (%s)", r.PathValue("run"), strings.ToLower(string(run.Status.Phase))))
+		return
+	}
+	opts := &corev1.PodLogOptions{Container: pod.Spec.Containers[0].Name, Follow: r.URL.Query().Get("follow") == "true"}
+	if t := r.URL.Query().Get("tail"); t != "" {
+		n, err := strconv.ParseInt(t, 10, 64)
+		if err != nil || n < 0 || n > apiMaxLogTail {
+			apiError(w, http.StatusBadRequest, fmt.Sprintf("tail: want a number of lines from 0 to %d", apiMaxLogTail))
+			return
+		}
+		opts.TailLines = &n
+	}
+	mask, err := SecretMasker(r.Context(), a.reader(), ns, []corev1.Pod{*pod})
+	if err != nil {
+		apiError(w, http.StatusInternalServerError, "reading the run's secrets failed")
+		return
+	}
+	rc, err := a.Logs.Logs(r.Context(), ns, pod.Name, opts)
+	if err != nil {
+		apiError(w, http.StatusBadGateway, "the pod's log is not available: "+mask.Mask(err.Error()))
+		return
+	}
+	defer rc.Close()
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Tau-Pod", pod.Name)
+	_ = mask.Copy(flushWriter{w}, rc)
+}
+
+// attemptPod is the first pod, by name, of the run's latest attempt.
+func (a *RunsAPI) attemptPod(ctx context.Context, run *taugridv1.TauRun) (*corev1.Pod, error) {
+	var pods corev1.PodList
+	labels := client.MatchingLabels{render.LabelRun: run.Name}
+	if n := len(run.Status.Attempts); n > 0 {
+		labels[render.LabelAttempt] = strconv.Itoa(n)
+	}
+	if err := a.Client.List(ctx, &pods, client.InNamespace(run.Namespace), labels); err != nil {
+		return nil, err
+	}
+	var first *corev1.Pod
+	for i := range pods.Items {
+		if p := &pods.Items[i]; len(p.Spec.Containers) > 0 && (first == nil || p.Name < first.Name) {
+			first = p
+		}
+	}
+	return first, nil
+}
+
+func (a *RunsAPI) nudge(w http.ResponseWriter, r *http.Request, ns string) {
+	var body struct {
+		Repository string `json:"repository"`
+	}
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096)).Decode(&body); err != nil || body.Repository == "" {
+		apiError(w, http.StatusBadRequest, `want {"repository": "<clone URL>"}`)
+		return
+	}
+	// Only the tenant's own repositories are polled.
+	var repos taugridv1.TauRepositoryList
+	if err := a.Client.List(r.Context(), &repos, client.InNamespace(ns)); err != nil {
+		apiError(w, http.StatusInternalServerError, "listing repositories failed")
+		return
+	}
+	for _, repo := range repos.Items {
+		if repo.Spec.URL == body.Repository {
+			if err := a.Nudger.Nudge(r.Context(), body.Repository); err != nil {
+				apiError(w, http.StatusInternalServerError, "nudging failed")
+				return
+			}
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+	}
+	apiError(w, http.StatusNotFound, fmt.Sprintf("namespace %s has no TauRepository for %s", ns, body.Repository))
+}
+
+type flushWriter struct{ w http.ResponseWriter }
+
+func (f flushWriter) Write(p []byte) (int, error) { return f.w.Write(p) }
+func (f flushWriter) Flush() {
+	if fl, ok := f.w.(http.Flusher); ok {
+		fl.Flush()
+	}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func apiError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}

@@ -158,6 +158,9 @@ func (a *RunsAPI) list(w http.ResponseWriter, r *http.Request, ns string) {
 		return
 	}
 	SortNewestFirst(list.Items)
+	for i := range list.Items {
+		list.Items[i].ManagedFields = nil
+	}
 	writeJSON(w, map[string]any{"schema_version": 1, "runs": list.Items})
 }
 
@@ -211,7 +214,7 @@ func (a *RunsAPI) logs(w http.ResponseWriter, r *http.Request, ns string) {
 	if run == nil {
 		return
 	}
-	pod, err := a.attemptPod(r.Context(), run)
+	pod, err := a.AttemptPod(r.Context(), run)
 	if err != nil {
 		apiError(w, http.StatusInternalServerError, "listing the run's pods failed")
 		return
@@ -245,8 +248,8 @@ func (a *RunsAPI) logs(w http.ResponseWriter, r *http.Request, ns string) {
 	_ = mask.Copy(flushWriter{w}, rc)
 }
 
-// attemptPod is the first pod, by name, of the run's latest attempt.
-func (a *RunsAPI) attemptPod(ctx context.Context, run *taugridv1.TauRun) (*corev1.Pod, error) {
+// AttemptPod is the first pod, by name, of the run's latest attempt.
+func (a *RunsAPI) AttemptPod(ctx context.Context, run *taugridv1.TauRun) (*corev1.Pod, error) {
 	var pods corev1.PodList
 	labels := client.MatchingLabels{render.LabelRun: run.Name}
 	if n := len(run.Status.Attempts); n > 0 {
@@ -279,8 +282,8 @@ func (a *RunsAPI) nudge(w http.ResponseWriter, r *http.Request, ns string) {
 		return
 	}
 	for _, repo := range repos.Items {
-		if repo.Spec.URL == body.Repository {
-			if err := a.Nudger.Nudge(r.Context(), body.Repository); err != nil {
+		if SameRepository(repo.Spec.URL, body.Repository) {
+			if err := a.Nudger.Nudge(r.Context(), repo.Spec.URL); err != nil {
 				apiError(w, http.StatusInternalServerError, "nudging failed")
 				return
 			}
@@ -311,4 +314,27 @@ func apiError(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": msg})
+}
+
+// SameRepository reports whether two clone URLs name the same repository,
+// whatever the transport: https://host/org/repo(.git), ssh://git@host/org/repo
+// and git@host:org/repo are one repository.
+func SameRepository(a, b string) bool { return repoKey(a) == repoKey(b) }
+
+func repoKey(u string) string {
+	u = strings.TrimSpace(u)
+	if _, rest, ok := strings.Cut(u, "://"); ok {
+		u = rest
+	} else if host, path, ok := strings.Cut(u, ":"); ok && !strings.Contains(host, "/") {
+		u = host + "/" + path // scp-like git@host:org/repo
+	}
+	if at := strings.Index(u, "@"); at >= 0 && at < strings.Index(u+"/", "/") {
+		u = u[at+1:] // user and password
+	}
+	host, path, _ := strings.Cut(u, "/")
+	if h, port, ok := strings.Cut(host, ":"); ok && (port == "22" || port == "443" || port == "80") {
+		host = h
+	}
+	path = strings.TrimSuffix(strings.TrimSuffix(path, "/"), ".git")
+	return strings.ToLower(host) + "/" + path
 }

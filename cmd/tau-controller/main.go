@@ -38,10 +38,10 @@ import (
 
 type options struct {
 	metricsAddr, probeAddr, webhookAddr, sourceAddr, apiAddr string
-	leaderElect                                     bool
-	qps                                             float64
-	burst                                           int
-	namespace, cacheDir, sourceURL, fetchImage      string
+	leaderElect                                              bool
+	qps                                                      float64
+	burst                                                    int
+	namespace, cacheDir, sourceURL, fetchImage               string
 }
 
 func main() {

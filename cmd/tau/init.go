@@ -141,23 +141,25 @@ func trimDashes(s string) string {
 
 // projectNamespace is the namespace in the nearest .tau/config.yaml at or
 // above dir, or "".
-func projectNamespace(dir string) string {
+func projectNamespace(dir string) string { return loadProject(dir).Namespace }
+
+// loadProject reads the nearest .tau/config.yaml at or above dir; empty
+// when there is none.
+func loadProject(dir string) projectConfig {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return ""
+		return projectConfig{}
 	}
 	for {
 		data, err := os.ReadFile(filepath.Join(abs, ".tau", "config.yaml"))
 		if err == nil {
 			var cfg projectConfig
-			if yaml.Unmarshal(data, &cfg) == nil {
-				return cfg.Namespace
-			}
-			return ""
+			_ = yaml.Unmarshal(data, &cfg)
+			return cfg
 		}
 		parent := filepath.Dir(abs)
 		if parent == abs {
-			return ""
+			return projectConfig{}
 		}
 		abs = parent
 	}

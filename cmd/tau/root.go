@@ -11,6 +11,8 @@ import (
 // only sets the exit code.
 type reportedError struct{ error }
 
+func (e reportedError) Unwrap() error { return e.error }
+
 func isReported(err error) bool {
 	var r reportedError
 	return errors.As(err, &r)
@@ -26,6 +28,6 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newInitCmd(), newValidateCmd(), newRenderCmd(), newSchemaCmd(), newRunCmd(), newStatusCmd(), newListCmd(), newCancelCmd(), newRetryCmd(), newFetchSourceCmd())
+	root.AddCommand(newInitCmd(), newValidateCmd(), newRenderCmd(), newSchemaCmd(), newRunCmd(), newStatusCmd(), newListCmd(), newCancelCmd(), newRetryCmd(), newResumeCmd(), newLogsCmd(), newDiagnoseCmd(), newFetchSourceCmd())
 	return root
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/render"
 	"go.yaml.in/yaml/v3"
 )
@@ -57,8 +56,7 @@ moves). The tau file is validated before anything is pushed.`,
 	cmd.Flags().BoolVar(&opts.Sign, "sign", false, "sign the run ref (also when git's tag.gpgSign is true)")
 	cmd.Flags().StringArrayVar(&opts.Set, "set", nil, "override a field for this run, e.g. --set compute.gpus=2 (repeatable)")
 	cmd.Flags().BoolVar(&opts.Wait, "wait", false, "follow the run to its end (Ctrl-C stops following; the run goes on)")
-	cmd.Flags().StringVar(&opts.Status.Kubeconfig, "kubeconfig", "", "kubeconfig for --wait (default: $KUBECONFIG or ~/.kube/config)")
-	cmd.Flags().StringVarP(&opts.Status.Namespace, "namespace", "n", "", "your team's namespace, for --wait")
+	sourceFlags(cmd, &opts.Status)
 	return cmd
 }
 
@@ -70,7 +68,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	git := gitCLI{dir: o.Dir}
 	top, err := git.run(ctx, "rev-parse", "--show-toplevel")
 	if err != nil {
-		return fmt.Errorf("not in a git repository: %w", err)
+		return usageError{fmt.Errorf("not in a git repository (%v): run tau in your research repository's working copy", err)}
 	}
 	git.dir = top
 	commit, snapshot, err := runCommit(ctx, git, o.Snapshot)
@@ -99,46 +97,23 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	}
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "Run %s requested: %s at %.12s (%s), pushed as %s to %s.\n", id, render.TargetFile(target), commit, what, ref, o.Remote)
+	src, srcErr := openSource(&o.Status)
+	if api, ok := src.(*apiSource); ok {
+		// Tell the controller now rather than at its next poll.
+		remote, _ := git.run(ctx, "remote", "get-url", o.Remote)
+		if err := api.Nudge(ctx, remote); err != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "tau: the controller will pick the run up at its next poll (nudge failed: %v)\n", err)
+		}
+	}
 	if !o.Wait {
-		fmt.Fprintf(out, "Follow it:  tau status %s\nCancel it:  tau cancel %s\n", id, id)
+		fmt.Fprintf(out, "Follow it:  tau status -w %s\nLogs:       tau logs -f %s\nCancel it:  tau cancel %s\n", id, id, id)
 		return nil
 	}
+	if srcErr != nil {
+		return srcErr
+	}
 	fmt.Fprintln(out, "Following it (Ctrl-C stops following; the run goes on):")
-	return follow(cmd, &o.Status, id, time.Second)
-}
-
-// follow prints a run's phase changes until it ends; a run that did not
-// succeed is an error, so scripts see it in the exit code.
-func follow(cmd *cobra.Command, o *statusOptions, id string, every time.Duration) error {
-	c, ns, err := runsClient(o)
-	if err != nil {
-		return err
-	}
-	ctx, out, last := contextOf(cmd), cmd.OutOrStdout(), ""
-	for {
-		if run, err := findRun(cmd, c, ns, id); err == nil {
-			line := string(run.Status.Phase)
-			if msg := run.Status.Message; msg != "" && !strings.EqualFold(msg, line) {
-				line += ": " + truncate(msg, 120)
-			}
-			if line != last && run.Status.Phase != "" {
-				fmt.Fprintf(out, "  %s  %s\n", time.Now().Format("15:04:05"), line)
-				last = line
-			}
-			switch run.Status.Phase {
-			case taugridv1.PhaseSucceeded:
-				return nil
-			case taugridv1.PhaseFailed, taugridv1.PhaseCancelled:
-				return reportedError{fmt.Errorf("run %s %s", id, strings.ToLower(string(run.Status.Phase)))}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			fmt.Fprintf(out, "Stopped following; run %s goes on: tau status %s\n", id, id)
-			return nil
-		case <-time.After(every):
-		}
-	}
+	return follow(cmd, src, id, time.Second)
 }
 
 // runCommit is the commit to run: HEAD when the tree is clean, a snapshot
@@ -234,6 +209,30 @@ func pushRunRef(ctx context.Context, git gitCLI, o *runOptions, commit string, r
 	}
 	defer func() { _, _ = git.run(context.WithoutCancel(ctx), "tag", "--delete", local) }()
 	_, err = git.run(ctx, "push", "--quiet", o.Remote, "refs/tags/"+local+":"+RunRefPrefix+id)
+	return pushError(err, o.Remote)
+}
+
+// pushError explains a failed push: a remote that cannot be reached, or
+// one that refuses run refs.
+func pushError(err error, remote string) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	for _, s := range []string{"Could not resolve host", "unable to access", "Connection refused", "Could not read from remote",
+		"Connection timed out", "Network is unreachable"} {
+		if strings.Contains(msg, s) {
+			return unreachableError{fmt.Errorf("cannot reach remote %s: %w", remote, err)}
+		}
+	}
+	if strings.Contains(msg, "does not appear to be a git repository") {
+		return usageError{fmt.Errorf("no remote %s: add the research repository's remote (git remote add %s <url>) or pass --remote", remote, remote)}
+	}
+	for _, s := range []string{"Permission", "permission", "denied", "protected", "pre-receive hook declined", "rejected"} {
+		if strings.Contains(msg, s) {
+			return usageError{fmt.Errorf("remote %s refused the run ref: %w; ask for push access to refs/tau/runs/*", remote, err)}
+		}
+	}
 	return err
 }
 

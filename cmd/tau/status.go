@@ -4,78 +4,33 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
-	"github.com/taugrid/taugrid/reconciler"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/clientcmd"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	sigsyaml "sigs.k8s.io/yaml"
 )
-
-type statusOptions struct {
-	Kubeconfig string
-	Namespace  string
-	Output     string
-}
-
-func statusFlags(cmd *cobra.Command, o *statusOptions) {
-	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig (default: $KUBECONFIG or ~/.kube/config)")
-	cmd.Flags().StringVarP(&o.Namespace, "namespace", "n", "", "your team's namespace (default: the kubeconfig's)")
-	cmd.Flags().StringVarP(&o.Output, "output", "o", "table", "table or json")
-}
-
-// runsClient reads TauRuns with the user's kubeconfig.
-func runsClient(o *statusOptions) (client.Client, string, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	if o.Kubeconfig != "" {
-		rules.ExplicitPath = o.Kubeconfig
-	}
-	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
-	cfg, err := cc.ClientConfig()
-	if err != nil {
-		return nil, "", fmt.Errorf("no cluster access (kubeconfig): %w", err)
-	}
-	ns := o.Namespace
-	if ns == "" {
-		ns = projectNamespace(".")
-	}
-	if ns == "" {
-		if ns, _, err = cc.Namespace(); err != nil {
-			return nil, "", err
-		}
-	}
-	s := runtime.NewScheme()
-	if err := taugridv1.AddToScheme(s); err != nil {
-		return nil, "", err
-	}
-	c, err := client.New(cfg, client.Options{Scheme: s})
-	return c, ns, err
-}
 
 func newListCmd() *cobra.Command {
 	o := &statusOptions{}
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List your team's runs, newest first",
-		Args:  cobra.NoArgs,
+		Example: `  tau list
+  tau list -o json | jq '.runs[] | select(.status.phase == "Failed") | .metadata.name'`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, ns, err := runsClient(o)
+			src, err := openSource(o)
 			if err != nil {
 				return err
 			}
-			var list taugridv1.TauRunList
-			if err := c.List(contextOf(cmd), &list, client.InNamespace(ns)); err != nil {
+			runs, err := src.List(contextOf(cmd))
+			if err != nil {
 				return err
 			}
-			sort.Slice(list.Items, func(i, j int) bool {
-				return list.Items[j].CreationTimestamp.Before(&list.Items[i].CreationTimestamp)
-			})
-			return printRuns(cmd.OutOrStdout(), o.Output, list.Items)
+			return printRuns(cmd.OutOrStdout(), o.Output, runs)
 		},
 	}
 	statusFlags(cmd, o)
@@ -84,57 +39,62 @@ func newListCmd() *cobra.Command {
 
 func newStatusCmd() *cobra.Command {
 	o := &statusOptions{}
+	var watch bool
 	cmd := &cobra.Command{
 		Use:   "status <run-id>",
 		Short: "Show a run: phase, why it waits, what ran",
-		Args:  cobra.ExactArgs(1),
+		Example: `  tau status r-20261130-101500-3f9a2c
+  tau status r-20261130-101500-3f9a2c -w      # follow it live until it ends
+  tau status research-6a7f6196ab -o yaml`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ns, err := runsClient(o)
+			src, err := openSource(o)
 			if err != nil {
 				return err
 			}
-			run, err := findRun(cmd, c, ns, args[0])
+			if watch {
+				return follow(cmd, src, args[0], time.Second)
+			}
+			run, err := src.Get(contextOf(cmd), args[0])
 			if err != nil {
 				return err
 			}
-			if o.Output == "json" {
-				return printRuns(cmd.OutOrStdout(), o.Output, []taugridv1.TauRun{*run})
+			if o.Output != "table" {
+				return printObject(cmd.OutOrStdout(), o.Output, run)
 			}
 			printRun(cmd.OutOrStdout(), run)
 			return nil
 		},
 	}
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "follow the run until it ends; the exit code is the run's outcome")
 	statusFlags(cmd, o)
 	return cmd
 }
 
-// findRun finds a run by its run id (the run ref's name), its ref, or its
-// TauRun name.
-func findRun(cmd *cobra.Command, c client.Client, ns, id string) (*taugridv1.TauRun, error) {
-	ctx := contextOf(cmd)
-	run := &taugridv1.TauRun{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: id}, run); err == nil {
-		return run, nil
+// printObject writes v as JSON or YAML.
+func printObject(w io.Writer, format string, v any) error {
+	switch format {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	case "yaml":
+		b, err := sigsyaml.Marshal(v)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
 	}
-	ref := id
-	if !strings.HasPrefix(ref, "refs/") {
-		ref = RunRefPrefix + id
-	}
-	var list taugridv1.TauRunList
-	if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{reconciler.LabelRefHash: reconciler.RefHash(ref)}); err != nil {
-		return nil, err
-	}
-	if len(list.Items) == 0 {
-		return nil, fmt.Errorf("no run %s in namespace %s yet (the controller picks a pushed run ref up within seconds)", id, ns)
-	}
-	return &list.Items[len(list.Items)-1], nil
+	return usageError{fmt.Errorf("-o %s: want table, json or yaml", format)}
 }
 
 func printRuns(w io.Writer, format string, runs []taugridv1.TauRun) error {
-	if format == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(map[string]any{"schema_version": 1, "runs": runs})
+	if format != "table" {
+		if runs == nil {
+			runs = []taugridv1.TauRun{}
+		}
+		return printObject(w, format, map[string]any{"schema_version": 1, "runs": runs})
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tTARGET\tCOMMIT\tPHASE\tAGE\tMESSAGE")
@@ -177,7 +137,7 @@ func runID(r *taugridv1.TauRun) string {
 }
 
 func age(t time.Time) string {
-	d := time.Since(t).Round(time.Second)
+	d := now().Sub(t).Round(time.Second)
 	switch {
 	case d < time.Minute:
 		return d.String()
@@ -203,3 +163,6 @@ func truncate(s string, n int) string {
 	}
 	return s
 }
+
+// now is the clock ages are measured with; tests fix it.
+var now = time.Now

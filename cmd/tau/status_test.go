@@ -97,8 +97,12 @@ func TestStatusAndListReadRunsWithTheUsersKubeconfig(t *testing.T) {
 		cmd := &cobra.Command{}
 		cmd.SetOut(&out)
 		cmd.SetContext(ctx)
-		err := follow(cmd, &statusOptions{Kubeconfig: env.Kubeconfig, Namespace: "team-a"}, "r-20261130-101010-abcdef", 20*time.Millisecond)
-		if err == nil || !isReported(err) {
+		src, err := kubeSourceFor(env.Kubeconfig, "team-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = follow(cmd, src, "r-20261130-101010-abcdef", 20*time.Millisecond)
+		if err == nil || !isReported(err) || exitCode(err) != exitRunFailed {
 			t.Errorf("following a failed run: err = %v, want a reported failure", err)
 		}
 		got := out.String()

@@ -36,7 +36,9 @@ func newInitCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "Scaffold tau.yaml and .tau/config.yaml in an existing repository",
-		Args:  cobra.NoArgs,
+		Example: `  tau init -n team-a
+  tau init -n team-a --api-url https://tau.example.com --image python:3.12-slim`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			written, err := runInit(o)
 			for _, f := range written {

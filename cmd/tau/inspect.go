@@ -42,7 +42,7 @@ func newDiagnoseCmd() *cobra.Command {
 	o := &statusOptions{}
 	cmd := &cobra.Command{
 		Use:   "diagnose <run-id>",
-		Short: "Everything needed to understand a failure: attempts, Kueue, pods, exit codes, log tails, events (bounded, secrets masked)",
+		Short: "Explain a failure: attempts, Kueue, pods, exit codes, log tails, events (secrets masked)",
 		Example: `  tau diagnose r-20261130-101500-3f9a2c
   tau diagnose r-20261130-101500-3f9a2c -o json > diagnosis.json   # attach it to an issue`,
 		Args: cobra.ExactArgs(1),

@@ -118,3 +118,15 @@ func TestSchemaCommandPrintsTheGeneratedSchema(t *testing.T) {
 		t.Error("docs/tau.schema.json differs from `tau schema`; run make generate")
 	}
 }
+
+// Every researcher-facing command shows examples in its --help.
+func TestEveryCommandHasExamples(t *testing.T) {
+	for _, c := range newRootCmd(nil, nil).Commands() {
+		if c.Hidden || c.Name() == "help" || c.Name() == "completion" {
+			continue
+		}
+		if c.Example == "" {
+			t.Errorf("tau %s --help shows no example", c.Name())
+		}
+	}
+}

@@ -98,13 +98,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "Run %s requested: %s at %.12s (%s), pushed as %s to %s.\n", id, render.TargetFile(target), commit, what, ref, o.Remote)
 	src, srcErr := openSource(&o.Status)
-	if api, ok := src.(*apiSource); ok {
-		// Tell the controller now rather than at its next poll.
-		remote, _ := git.run(ctx, "remote", "get-url", o.Remote)
-		if err := api.Nudge(ctx, remote); err != nil {
-			fmt.Fprintf(cmd.ErrOrStderr(), "tau: the controller will pick the run up at its next poll (nudge failed: %v)\n", err)
-		}
-	}
+	nudge(cmd, src, git, o.Remote)
 	if !o.Wait {
 		fmt.Fprintf(out, "Follow it:  tau status -w %s\nLogs:       tau logs -f %s\nCancel it:  tau cancel %s\n", id, id, id)
 		return nil
@@ -210,6 +204,21 @@ func pushRunRef(ctx context.Context, git gitCLI, o *runOptions, commit string, r
 	defer func() { _, _ = git.run(context.WithoutCancel(ctx), "tag", "--delete", local) }()
 	_, err = git.run(ctx, "push", "--quiet", o.Remote, "refs/tags/"+local+":"+RunRefPrefix+id)
 	return pushError(err, o.Remote)
+}
+
+// nudge tells the controller that the remote changed, so it polls now
+// rather than at its next interval; without the API, the poll or a webhook
+// picks the change up.
+func nudge(cmd *cobra.Command, src runSource, git gitCLI, remote string) {
+	api, ok := src.(*apiSource)
+	if !ok {
+		return
+	}
+	ctx := contextOf(cmd)
+	url, _ := git.run(ctx, "remote", "get-url", remote)
+	if err := api.Nudge(ctx, url); err != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "tau: the controller sees the change at its next poll (nudge failed: %v)\n", err)
+	}
 }
 
 // pushError explains a failed push: a remote that cannot be reached, or

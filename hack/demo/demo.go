@@ -18,7 +18,9 @@ import (
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/gitsource/gittest"
 	"github.com/taugrid/taugrid/hack/devcluster/cluster"
+	"github.com/taugrid/taugrid/reconciler"
 	"github.com/taugrid/taugrid/test/controlplane"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -37,7 +39,13 @@ type demo struct {
 	started  time.Time
 	research string // working copy of the research repo
 	gitEnv   []string
+	apiURL   string // the controller's runs API
+	tau      string // the tau binary
 }
+
+// demoToken is team-a's API token in the demo; a real platform team issues
+// one per team (docs/operations.md).
+const demoToken = "demo-team-a-token"
 
 func run(ctx context.Context, keep bool) (err error) {
 	d := &demo{started: time.Now()}
@@ -67,7 +75,10 @@ func run(ctx context.Context, keep bool) (err error) {
 			return err
 		}
 	}
-	return d.runOnce(ctx)
+	if err := d.runOnce(ctx); err != nil {
+		return err
+	}
+	return d.runWithCLI(ctx)
 }
 
 func (d *demo) say(format string, args ...any) {
@@ -157,12 +168,13 @@ func (d *demo) startController(ctx context.Context) error {
 		return err
 	}
 	bin := filepath.Join(d.dir, "tau-controller")
-	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/tau-controller")
+	d.tau = filepath.Join(d.dir, "tau")
+	build := exec.CommandContext(ctx, "go", "build", "-o", d.dir+"/", "./cmd/tau-controller", "./cmd/tau")
 	build.Dir, build.Stdout, build.Stderr = d.root, os.Stdout, os.Stderr
 	if err := build.Run(); err != nil {
-		return fmt.Errorf("building tau-controller: %w", err)
+		return fmt.Errorf("building tau-controller and tau: %w", err)
 	}
-	ports, err := freePorts(4)
+	ports, err := freePorts(5)
 	if err != nil {
 		return err
 	}
@@ -178,8 +190,10 @@ func (d *demo) startController(ctx context.Context) error {
 		"--webhook-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[2]),
 		"--source-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[3]),
 		"--source-url", fmt.Sprintf("http://127.0.0.1:%d", ports[3]),
+		"--api-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[4]),
 		"--cache-dir", filepath.Join(d.dir, "cache"),
 		"--namespace", "default")
+	d.apiURL = fmt.Sprintf("http://127.0.0.1:%d", ports[4])
 	d.ctrl.Stdout, d.ctrl.Stderr = log, log
 	d.ctrl.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := d.ctrl.Start(); err != nil {
@@ -201,7 +215,11 @@ func (d *demo) register(ctx context.Context) error {
 		Spec: taugridv1.TauRepositorySpec{GitSource: taugridv1.GitSource{URL: d.gitURL + "/team-a/research.git"},
 			Platform: "default", Interval: metav1.Duration{Duration: 2 * time.Second}},
 	}
-	for _, o := range []client.Object{platform, repo} {
+	token := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "team-a-api-token", Namespace: "default", Labels: map[string]string{reconciler.LabelAPIToken: "true"}},
+		Data:       map[string][]byte{reconciler.APITokenKey: []byte(demoToken), reconciler.APINamespaceKey: []byte("team-a")},
+	}
+	for _, o := range []client.Object{platform, repo, token} {
 		if err := d.k8s.Create(ctx, o); err != nil {
 			return err
 		}
@@ -270,9 +288,62 @@ func (d *demo) runOnce(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%w (controller log: %s)", err, d.ctrlLog)
 	}
-	d.say("done. With the cluster kept (go run ./hack/demo --keep), see it with:")
+	return nil
+}
+
+// runWithCLI does what a researcher does with tau: run and follow to the
+// end, list, retry. tau reads the controller's API with the team's token;
+// no kubeconfig is involved.
+func (d *demo) runWithCLI(ctx context.Context) error {
+	d.say("tau run --wait  (the same, with the CLI: pushes a run ref and follows it through the controller's API)")
+	out, err := d.tauCmd(ctx, "run", "--wait")
+	if err != nil {
+		return err
+	}
+	id := ""
+	for _, f := range strings.Fields(out) {
+		if strings.HasPrefix(f, "r-") {
+			id = f
+			break
+		}
+	}
+	d.say("tau retry %s  (a new run of the same commit and target)", id)
+	out, err = d.tauCmd(ctx, "retry", id)
+	if err != nil {
+		return err
+	}
+	retried := ""
+	if _, after, ok := strings.Cut(out, " as "); ok {
+		retried = strings.TrimSuffix(strings.Fields(after)[0], ":")
+	}
+	d.say("tau status -w %s", retried)
+	if _, err := d.tauCmd(ctx, "status", "-w", retried); err != nil {
+		return err
+	}
+	d.say("tau list")
+	if _, err := d.tauCmd(ctx, "list"); err != nil {
+		return err
+	}
+	d.say("done. With the cluster kept (go run ./hack/demo --keep), use it with:")
+	fmt.Printf("    export TAU_API_URL=%s TAU_TOKEN=%s\n    cd %s && %s list -n team-a; %s run --wait -n team-a\n",
+		d.apiURL, demoToken, d.research, d.tau, d.tau)
 	fmt.Printf("    export KUBECONFIG=%s\n    kubectl get tau -A; kubectl get jobs,workloads -n team-a\n", d.cluster.Kubeconfig())
 	return nil
+}
+
+// tauCmd runs the tau binary in the research working copy, as team-a,
+// printing its output indented; its exit code must be 0.
+func (d *demo) tauCmd(ctx context.Context, args ...string) (string, error) {
+	var buf bytes.Buffer
+	cmd := exec.CommandContext(ctx, d.tau, append(args, "-n", "team-a")...)
+	cmd.Dir = d.research
+	cmd.Env = append(append(os.Environ(), d.gitEnv...), "TAU_API_URL="+d.apiURL, "TAU_TOKEN="+demoToken, "NO_COLOR=1")
+	cmd.Stdout = io.MultiWriter(&buf, indent(os.Stdout))
+	cmd.Stderr = indent(os.Stderr)
+	if err := cmd.Run(); err != nil {
+		return buf.String(), fmt.Errorf("tau %s: %w (controller log: %s)", strings.Join(args, " "), err, d.ctrlLog)
+	}
+	return buf.String(), nil
 }
 
 // poll calls check every 250 ms until it reports done, printing its message.

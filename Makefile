@@ -20,6 +20,16 @@ help: ## Show this help
 build: ## Build the binaries into ./bin
 	$(GO) build -o $(BIN)/ ./cmd/...
 
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+
+.PHONY: release-cli
+release-cli: ## Build the tau CLI for Linux and macOS (amd64, arm64) into ./dist
+	@for os in linux darwin; do for arch in amd64 arm64; do \
+		echo "dist/tau-$$os-$$arch"; \
+		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w" -o dist/tau-$$os-$$arch ./cmd/tau || exit 1; \
+	done; done
+	@cd dist && sha256sum tau-* > SHA256SUMS
+
 .PHONY: testbin
 testbin: ## Build (or reuse) the real control-plane binaries, cached outside the repo
 	@hack/testbin.sh >/dev/null

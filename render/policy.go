@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"path"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -58,6 +59,9 @@ type Profile struct {
 	NodeSelector map[string]string   `json:"node_selector,omitempty"`
 	Tolerations  []corev1.Toleration `json:"tolerations,omitempty"`
 	Affinity     *corev1.Affinity    `json:"affinity,omitempty"`
+	// PodAnnotations go on every pod of the profile's runs, for the
+	// platform's own tooling (autoscalers, sidecar injection, simulators).
+	PodAnnotations map[string]string `json:"pod_annotations,omitempty"`
 	// MaxGPUs caps the GPUs of one run, all pods together.
 	MaxGPUs int `json:"max_gpus"`
 	// MaxNodes caps the pods (nodes or Ray workers) of one run.
@@ -252,6 +256,13 @@ func validateProfiles(c *checker, profiles []Profile) {
 		}
 		if pr.MaxGPUs >= 0 && (pr.Defaults.GPUs < 0 || pr.Defaults.GPUs > pr.MaxGPUs) {
 			c.errorf(at+".defaults.gpus", "must be between 0 and max_gpus (%d), got %d", pr.MaxGPUs, pr.Defaults.GPUs)
+		}
+		for _, k := range sortedKeys(pr.PodAnnotations) {
+			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+				c.errorf(at+".pod_annotations", "invalid annotation key %q: %s", k, strings.Join(errs, "; "))
+			} else if strings.HasPrefix(k, "taugrid.dev/") || strings.HasPrefix(k, "kueue.x-k8s.io/") {
+				c.errorf(at+".pod_annotations", "annotation %q is reserved for TauGrid and Kueue", k)
+			}
 		}
 		for j, e := range pr.Engines {
 			if e != EngineJob && e != EngineRayJob {

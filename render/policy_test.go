@@ -2,6 +2,7 @@ package render
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -59,6 +60,14 @@ func TestBrokenPolicyIsRefusedWithFileLineAndField(t *testing.T) {
 		"a default above the profile's cap": {
 			file: "profiles.yaml", content: "profiles:\n- name: cpu\n  max_gpus: 1\n  max_nodes: 1\n  defaults: {gpus: 2}\n",
 			want: "profiles.yaml:5:20: profiles[0].defaults.gpus: must be between 0 and max_gpus (1), got 2",
+		},
+		"a reserved pod annotation": {
+			file: "profiles.yaml", content: "profiles:\n- name: cpu\n  max_gpus: 0\n  max_nodes: 1\n  pod_annotations: {kueue.x-k8s.io/queue-name: other}\n",
+			want: `profiles.yaml:5:20: profiles[0].pod_annotations: annotation "kueue.x-k8s.io/queue-name" is reserved for TauGrid and Kueue`,
+		},
+		"a negative termination grace cap": {
+			file: "limits.yaml", content: "max_termination_grace: -1s\n",
+			want: "limits.yaml:1:24: max_termination_grace: must be a positive duration",
 		},
 		"an empty image allow-list": {
 			file: "images.yaml", content: "allow: []\n",
@@ -125,6 +134,27 @@ func TestTenantRepositoryPatterns(t *testing.T) {
 	} {
 		if got := tn.AllowsRepository(url); got != want {
 			t.Errorf("AllowsRepository(%q) = %v, want %v", url, got, want)
+		}
+	}
+}
+
+func TestProfilePodAnnotationsGoOnEveryPod(t *testing.T) {
+	pol := examplePolicy(t)
+	for i := range pol.Profiles {
+		pol.Profiles[i].PodAnnotations = map[string]string{"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}
+	}
+	for _, file := range []string{"../examples/research/tau.yaml", "../examples/research/tau/ray.yaml"} {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := renderFile(pol, filepath.Base(file), data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, _ := Marshal(objs, FormatYAML)
+		if n := strings.Count(string(out), "cluster-autoscaler.kubernetes.io/safe-to-evict"); n == 0 {
+			t.Errorf("%s: no pod carries the profile's annotation", file)
 		}
 	}
 }

@@ -147,7 +147,7 @@ func job(p *Plan) *batchv1.Job {
 			ActiveDeadlineSeconds:   ptr.To(int64(p.Timeout.Seconds())),
 			TTLSecondsAfterFinished: ptr.To(int32(p.TTL.Seconds())),
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: p.podLabels()},
+				ObjectMeta: metav1.ObjectMeta{Labels: p.podLabels(), Annotations: p.Profile.PodAnnotations},
 				Spec:       pod,
 			},
 		},
@@ -218,7 +218,7 @@ func rayJob(p *Plan) *rayv1.RayJob {
 	})
 	submitter.RestartPolicy = corev1.RestartPolicyNever
 	submitter.Volumes, submitter.InitContainers = nil, nil
-	podMeta := metav1.ObjectMeta{Labels: p.podLabels()}
+	podMeta := metav1.ObjectMeta{Labels: p.podLabels(), Annotations: p.Profile.PodAnnotations}
 	return &rayv1.RayJob{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "ray.io/v1", Kind: "RayJob"},
 		ObjectMeta: p.objectMeta(name),

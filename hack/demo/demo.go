@@ -47,7 +47,7 @@ type demo struct {
 // one per team (docs/operations.md).
 const demoToken = "demo-team-a-token"
 
-func run(ctx context.Context, keep bool) (err error) {
+func run(ctx context.Context, keep, bench bool) (err error) {
 	d := &demo{started: time.Now()}
 	if d.root, err = controlplane.RepoRoot(); err != nil {
 		return err
@@ -78,7 +78,14 @@ func run(ctx context.Context, keep bool) (err error) {
 	if err := d.runOnce(ctx); err != nil {
 		return err
 	}
-	return d.runWithCLI(ctx)
+	if err := d.runWithCLI(ctx); err != nil {
+		return err
+	}
+	if bench {
+		d.say("measuring the CLI")
+		return d.bench(ctx)
+	}
+	return nil
 }
 
 func (d *demo) say(format string, args ...any) {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"slices"
 	"syscall"
 )
 
@@ -20,8 +21,9 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	ctrllog.SetLogger(logr.Discard())
-	keep := len(os.Args) > 1 && os.Args[1] == "--keep"
-	if err := run(ctx, keep); err != nil {
+	keep := slices.Contains(os.Args[1:], "--keep")
+	bench := slices.Contains(os.Args[1:], "--bench")
+	if err := run(ctx, keep, bench); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}

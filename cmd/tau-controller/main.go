@@ -109,6 +109,9 @@ func run(ctx context.Context, o options) error {
 	if err := setupReconcilers(ctx, mgr, git, sources, o); err != nil {
 		return err
 	}
+	if err := setupMetrics(mgr); err != nil {
+		return err
+	}
 	if err := setupServers(mgr, sources, o); err != nil {
 		return err
 	}
@@ -151,15 +154,26 @@ func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 	return nil
 }
 
+// setupMetrics registers the run collector, which reads TauRuns from the
+// manager's cache at each scrape.
+func setupMetrics(mgr manager.Manager) error {
+	return crmetrics.Registry.Register(&reconciler.RunCollector{Client: mgr.GetClient(), Clock: clock.RealClock{},
+		Log: ctrl.Log.WithName("metrics")})
+}
+
 // setupServers adds the webhook receiver and the source archive server as
 // manager runnables, so they start and stop with it.
 func setupServers(mgr manager.Manager, sources *reconciler.Sources, o options) error {
 	c := mgr.GetClient()
+	webhookMetrics, err := reconciler.NewWebhookMetrics(crmetrics.Registry)
+	if err != nil {
+		return err
+	}
 	hooks := http.NewServeMux()
-	hooks.Handle("POST /hooks/{id}", gitsource.NewWebhookHandler(
+	hooks.Handle("POST /hooks/{id}", webhookMetrics.Wrap(gitsource.NewWebhookHandler(
 		&reconciler.WebhookReceivers{Client: c, Forge: gitsource.ForgeGitHub},
 		&reconciler.AnnotationNudger{Client: c, Clock: clock.RealClock{}},
-		gitsource.WebhookOptions{Log: ctrl.Log.WithName("webhook")}))
+		gitsource.WebhookOptions{Log: ctrl.Log.WithName("webhook")})))
 	for _, s := range []*http.Server{
 		gitsource.NewWebhookServer(o.webhookAddr, hooks),
 		{Addr: o.sourceAddr, Handler: sources, ReadHeaderTimeout: 10 * time.Second},

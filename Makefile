@@ -41,15 +41,23 @@ bench: ## Run the benchmarks
 	$(GO) test ./render -run '^$$' -bench . -benchmem
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Regenerate CRDs, deepcopy and the tau.yaml JSON Schema
+CHART := charts/taugrid
+
+generate: $(CONTROLLER_GEN) ## Regenerate CRDs, deepcopy, RBAC, the chart's copies and the tau.yaml JSON Schema
 	$(CONTROLLER_GEN) object:headerFile=/dev/null paths=./api/... crd output:crd:dir=api/crds
+	$(CONTROLLER_GEN) rbac:roleName=tau-controller paths=./reconciler/... output:rbac:dir=$(CHART)/files/rbac
+	@# The chart installs the CRDs and the node agent's policy from copies:
+	@# Helm reads nothing outside the chart's folder.
+	rm -rf $(CHART)/crds && mkdir -p $(CHART)/crds $(CHART)/files/nodeagent
+	cp api/crds/*.yaml $(CHART)/crds/
+	cp nodeagent/deploy/admission.yaml nodeagent/deploy/rbac.yaml $(CHART)/files/nodeagent/
 	$(GO) run ./cmd/tau schema > docs/tau.schema.json
 
 .PHONY: verify
 verify: generate ## Fail if generated files are stale, code is unformatted or go.mod untidy
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1)
-	@test -z "$$(git status --porcelain -- api docs/tau.schema.json)" || \
-		(git status --short -- api docs/tau.schema.json; echo "generated files are stale: run make generate and commit"; exit 1)
+	@test -z "$$(git status --porcelain -- api docs/tau.schema.json $(CHART))" || \
+		(git status --short -- api docs/tau.schema.json $(CHART); echo "generated files are stale: run make generate and commit"; exit 1)
 	$(GO) mod tidy -diff
 
 $(CONTROLLER_GEN):

@@ -21,10 +21,10 @@ import (
 // defaults, every option on, and the README's install command.
 func valueSets() map[string]map[string]any {
 	return map[string]map[string]any{
-		"defaults":         nil,
-		"every option on":  everyOptionOn(),
-		"the README's":     readmeValues(),
-		"no node agent":    {"nodeAgent": map[string]any{"enabled": false}, "networkPolicy": map[string]any{"enabled": false}},
+		"defaults":          nil,
+		"every option on":   everyOptionOn(),
+		"the README's":      readmeValues(),
+		"no node agent":     {"nodeAgent": map[string]any{"enabled": false}, "networkPolicy": map[string]any{"enabled": false}},
 		"evidence on a pvc": {"evidence": map[string]any{"enabled": true}, "ingress": map[string]any{"enabled": true, "host": "tau.example.com"}},
 	}
 }
@@ -295,7 +295,7 @@ func TestOptionsRenderWhatTheySay(t *testing.T) {
 		"s3 secret": "evidence-s3/secret-access-key", "log level": "debug",
 		"ingress": "tau-controller", "monitors": "tau-controller,tau-nodeagent", "rules": "taugrid",
 		"dashboards": "taugrid-dashboard-gpu-health,taugrid-dashboard-queues,taugrid-dashboard-runs",
-		"platform": "platform", "pvcs": "tau-controller-cache", "agent driver": "ghcr.io/taugrid/tau-nodeagent:v0.1.1",
+		"platform":   "platform", "pvcs": "tau-controller-cache", "agent driver": "ghcr.io/taugrid/tau-nodeagent:v0.1.1",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)

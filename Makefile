@@ -20,6 +20,20 @@ help: ## Show this help
 build: ## Build the binaries into ./bin
 	$(GO) build -o $(BIN)/ ./cmd/...
 
+IMAGE_REGISTRY ?= ghcr.io/taugrid
+IMAGE_TAG      ?= $(shell sed -n 's/^appVersion: *//p' charts/taugrid/Chart.yaml)
+DOCKER         ?= docker
+IMAGES         := tau-controller tau-nodeagent tau
+
+.PHONY: images
+images: ## Build the images tau-controller, tau-nodeagent and tau (the fetch-source init container); needs a Docker engine
+	@$(DOCKER) info >/dev/null 2>&1 || { \
+		echo "make images: no container engine answers ('$(DOCKER) info' failed). Start Docker, or set DOCKER=podman." >&2; exit 1; }
+	@case "$(IMAGE_TAG)" in latest|"") echo "make images: IMAGE_TAG must be a version, not '$(IMAGE_TAG)'" >&2; exit 1;; esac
+	for img in $(IMAGES); do \
+		$(DOCKER) build -f cmd/$$img/Dockerfile -t $(IMAGE_REGISTRY)/$$img:$(IMAGE_TAG) . || exit 1; \
+	done
+
 .PHONY: testbin
 testbin: ## Build (or reuse) the real control-plane binaries, cached outside the repo
 	@hack/testbin.sh >/dev/null

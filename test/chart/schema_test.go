@@ -80,6 +80,10 @@ func TestTheSchemaRefusesBadValuesNamingTheKey(t *testing.T) {
 			values: "controller: {extraArgs: ['leader-elect']}",
 			want:   []string{"at '/controller/extraArgs/0'", "does not match pattern"},
 		},
+		"several replicas without leader election": {
+			values: "controller: {replicas: 2, leaderElect: false}",
+			want:   []string{"at '/controller/leaderElect'", "value must be true"},
+		},
 		"a log level zap does not know": {
 			values: "controller: {logLevel: verbose}",
 			want:   []string{"at '/controller/logLevel'", "value must be one of 'debug', 'info', 'error'"},

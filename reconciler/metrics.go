@@ -42,12 +42,16 @@ var (
 )
 
 // RunCollector exports the state of the TauRuns at scrape time, read from
-// the manager's cache: nothing is counted in memory, so a restart or a
-// second replica reports the same figures.
+// the manager's cache: nothing is counted in memory, so a restart reports
+// the same figures. Only the leader exports them, so that sums over the
+// replicas' series count each run once.
 type RunCollector struct {
 	Client client.Reader
 	Clock  clock.PassiveClock
 	Log    logr.Logger
+	// Elected is closed once this replica leads (the manager's Elected());
+	// nil: always export.
+	Elected <-chan struct{}
 }
 
 // Describe implements prometheus.Collector.
@@ -60,6 +64,13 @@ func (c *RunCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector. A failed list exports nothing
 // (an absent series, not a wrong zero) and is logged.
 func (c *RunCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.Elected != nil {
+		select {
+		case <-c.Elected:
+		default:
+			return
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), runCollectorListDeadline)
 	defer cancel()
 	var runs taugridv1.TauRunList

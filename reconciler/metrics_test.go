@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -10,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 )
@@ -89,4 +92,34 @@ func TestWebhookMetricsCountByProviderAndResult(t *testing.T) {
 	if n := testutil.CollectAndCount(m.requests); n != len(want) {
 		t.Errorf("%d series, want %d", n, len(want))
 	}
+}
+
+// TestOnlyTheLeaderExportsRunMetrics: a standby replica's scrape has no run
+// series, so sums over replicas count each run once.
+func TestOnlyTheLeaderExportsRunMetrics(t *testing.T) {
+	elected := make(chan struct{})
+	c := &RunCollector{Client: listerOf(metricsRun("team-a", map[int]taugridv1.RunPhase{0: "Queued"}, []int{0})),
+		Clock: clocktesting.NewFakePassiveClock(t0.Add(time.Hour)), Elected: elected}
+	if n := testutil.CollectAndCount(c); n != 0 {
+		t.Errorf("a standby exports %d series, want none", n)
+	}
+	close(elected)
+	if n := testutil.CollectAndCount(c, MetricRuns, MetricRunOldestQueued); n != 2 {
+		t.Errorf("the leader exports %d run series, want 2", n)
+	}
+}
+
+// listerOf is a client.Reader that lists the given runs.
+func listerOf(runs ...taugridv1.TauRun) client.Reader {
+	return fakeLister{runs: runs}
+}
+
+type fakeLister struct {
+	client.Reader
+	runs []taugridv1.TauRun
+}
+
+func (f fakeLister) List(_ context.Context, list client.ObjectList, _ ...client.ListOption) error {
+	list.(*taugridv1.TauRunList).Items = f.runs
+	return nil
 }

@@ -155,10 +155,10 @@ func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 }
 
 // setupMetrics registers the run collector, which reads TauRuns from the
-// manager's cache at each scrape.
+// manager's cache at each scrape, on the leader only.
 func setupMetrics(mgr manager.Manager) error {
 	return crmetrics.Registry.Register(&reconciler.RunCollector{Client: mgr.GetClient(), Clock: clock.RealClock{},
-		Log: ctrl.Log.WithName("metrics")})
+		Log: ctrl.Log.WithName("metrics"), Elected: mgr.Elected()})
 }
 
 // setupServers adds the webhook receiver and the source archive server as

@@ -30,6 +30,20 @@ release-cli: ## Build the tau CLI for Linux and macOS (amd64, arm64) into ./dist
 	done; done
 	@cd dist && sha256sum tau-* > SHA256SUMS
 
+IMAGE_REGISTRY ?= ghcr.io/taugrid
+IMAGE_TAG      ?= $(shell sed -n 's/^appVersion: *//p' charts/taugrid/Chart.yaml)
+DOCKER         ?= docker
+IMAGES         := tau-controller tau-nodeagent tau
+
+.PHONY: images
+images: ## Build the images tau-controller, tau-nodeagent and tau (the fetch-source init container); needs a Docker engine
+	@$(DOCKER) info >/dev/null 2>&1 || { \
+		echo "make images: no container engine answers ('$(DOCKER) info' failed). Start Docker, or set DOCKER=podman." >&2; exit 1; }
+	@case "$(IMAGE_TAG)" in latest|"") echo "make images: IMAGE_TAG must be a version, not '$(IMAGE_TAG)'" >&2; exit 1;; esac
+	for img in $(IMAGES); do \
+		$(DOCKER) build -f cmd/$$img/Dockerfile -t $(IMAGE_REGISTRY)/$$img:$(IMAGE_TAG) . || exit 1; \
+	done
+
 .PHONY: testbin
 testbin: ## Build (or reuse) the real control-plane binaries, cached outside the repo
 	@hack/testbin.sh >/dev/null
@@ -51,15 +65,23 @@ bench: ## Run the benchmarks
 	$(GO) test ./render -run '^$$' -bench . -benchmem
 
 .PHONY: generate
-generate: $(CONTROLLER_GEN) ## Regenerate CRDs, deepcopy and the tau.yaml JSON Schema
+CHART := charts/taugrid
+
+generate: $(CONTROLLER_GEN) ## Regenerate CRDs, deepcopy, RBAC, the chart's copies and the tau.yaml JSON Schema
 	$(CONTROLLER_GEN) object:headerFile=/dev/null paths=./api/... crd output:crd:dir=api/crds
+	$(CONTROLLER_GEN) rbac:roleName=tau-controller paths=./reconciler/... output:rbac:dir=$(CHART)/files/rbac
+	@# The chart installs the CRDs and the node agent's policy from copies:
+	@# Helm reads nothing outside the chart's folder.
+	rm -rf $(CHART)/crds && mkdir -p $(CHART)/crds $(CHART)/files/nodeagent
+	cp api/crds/*.yaml $(CHART)/crds/
+	cp nodeagent/deploy/admission.yaml nodeagent/deploy/rbac.yaml $(CHART)/files/nodeagent/
 	$(GO) run ./cmd/tau schema > docs/tau.schema.json
 
 .PHONY: verify
 verify: generate ## Fail if generated files are stale, code is unformatted or go.mod untidy
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1)
-	@test -z "$$(git status --porcelain -- api docs/tau.schema.json)" || \
-		(git status --short -- api docs/tau.schema.json; echo "generated files are stale: run make generate and commit"; exit 1)
+	@test -z "$$(git status --porcelain -- api docs/tau.schema.json $(CHART))" || \
+		(git status --short -- api docs/tau.schema.json $(CHART); echo "generated files are stale: run make generate and commit"; exit 1)
 	$(GO) mod tidy -diff
 
 $(CONTROLLER_GEN):

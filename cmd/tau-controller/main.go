@@ -111,6 +111,9 @@ func run(ctx context.Context, o options) error {
 	if err := setupReconcilers(ctx, mgr, git, sources, o); err != nil {
 		return err
 	}
+	if err := setupMetrics(mgr); err != nil {
+		return err
+	}
 	clientset, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -157,15 +160,26 @@ func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 	return nil
 }
 
+// setupMetrics registers the run collector, which reads TauRuns from the
+// manager's cache at each scrape, on the leader only.
+func setupMetrics(mgr manager.Manager) error {
+	return crmetrics.Registry.Register(&reconciler.RunCollector{Client: mgr.GetClient(), Clock: clock.RealClock{},
+		Log: ctrl.Log.WithName("metrics"), Elected: mgr.Elected()})
+}
+
 // setupServers adds the webhook receiver and the source archive server as
 // manager runnables, so they start and stop with it.
 func setupServers(mgr manager.Manager, sources *reconciler.Sources, clientset kubernetes.Interface, o options) error {
 	c := mgr.GetClient()
+	webhookMetrics, err := reconciler.NewWebhookMetrics(crmetrics.Registry)
+	if err != nil {
+		return err
+	}
 	nudger := &reconciler.AnnotationNudger{Client: c, Clock: clock.RealClock{}}
 	hooks := http.NewServeMux()
-	hooks.Handle("POST /hooks/{id}", gitsource.NewWebhookHandler(
+	hooks.Handle("POST /hooks/{id}", webhookMetrics.Wrap(gitsource.NewWebhookHandler(
 		&reconciler.WebhookReceivers{Client: c, Forge: gitsource.ForgeGitHub}, nudger,
-		gitsource.WebhookOptions{Log: ctrl.Log.WithName("webhook")}))
+		gitsource.WebhookOptions{Log: ctrl.Log.WithName("webhook")})))
 	servers := []*http.Server{
 		gitsource.NewWebhookServer(o.webhookAddr, hooks),
 		{Addr: o.sourceAddr, Handler: sources, ReadHeaderTimeout: 10 * time.Second},

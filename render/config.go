@@ -141,6 +141,12 @@ type Backoff struct {
 type RunLimits struct {
 	// Timeout is the maximum run time of one attempt, such as 12h.
 	Timeout Duration `json:"timeout,omitzero"`
+	// MaxQueueTime fails the run, with the reason it waited, when an
+	// attempt waits longer than this in the queue; capped by the platform.
+	MaxQueueTime Duration `json:"max_queue_time,omitzero"`
+	// MaxPreemptions fails the run once it has been preempted more than
+	// this many times, instead of retrying (0: at the first preemption).
+	MaxPreemptions *int `json:"max_preemptions,omitempty" jsonschema:"minimum=0,maximum=100"`
 }
 
 // FailureClasses are the values resilience.retry_on accepts.

@@ -104,6 +104,13 @@ type PolicyLimits struct {
 	TTLAfterFinished Duration `json:"ttl_after_finished,omitzero"`
 	// MaxTerminationGrace caps resilience.termination_grace.
 	MaxTerminationGrace Duration `json:"max_termination_grace,omitzero"`
+	// MaxQueueTime caps limits.max_queue_time, and applies to runs that set
+	// none; 0: no cap.
+	MaxQueueTime Duration `json:"max_queue_time,omitzero"`
+	// StartDeadline fails an admitted attempt whose pods are not running
+	// after this long (an image that never pulls, pods that cannot be
+	// scheduled), releasing its quota; 10m by default.
+	StartDeadline Duration `json:"start_deadline,omitzero"`
 }
 
 // Security is the pod security every run gets.
@@ -120,6 +127,7 @@ const (
 	defaultMaxEnvBytes    = 128 << 10
 	defaultTTLAfterFinish = 24 * time.Hour
 	defaultMaxGrace       = 10 * time.Minute
+	defaultStartDeadline  = 10 * time.Minute
 	defaultUID            = 65532
 	defaultGPUResource    = "nvidia.com/gpu"
 )
@@ -205,6 +213,9 @@ func (p *Policy) applyDefaults() {
 	}
 	if l.MaxTerminationGrace.Duration == 0 {
 		l.MaxTerminationGrace.Duration = defaultMaxGrace
+	}
+	if l.StartDeadline.Duration == 0 {
+		l.StartDeadline.Duration = defaultStartDeadline
 	}
 	s := &p.Security
 	if s.RunAsUser == 0 {
@@ -349,10 +360,13 @@ func validateLimits(c *checker, l *PolicyLimits) {
 		c.errorf("max_env_bytes", "must be at least 0, got %d", l.MaxEnvBytes)
 	}
 	for f, d := range map[string]Duration{"max_run_time": l.MaxRunTime, "default_run_time": l.DefaultRunTime, "ttl_after_finished": l.TTLAfterFinished,
-		"max_termination_grace": l.MaxTerminationGrace} {
+		"max_termination_grace": l.MaxTerminationGrace, "start_deadline": l.StartDeadline} {
 		if d.Duration <= 0 {
 			c.errorf(f, "must be a positive duration")
 		}
+	}
+	if l.MaxQueueTime.Duration < 0 {
+		c.errorf("max_queue_time", "must be a positive duration, or absent for no cap")
 	}
 	if l.DefaultRunTime.Duration > l.MaxRunTime.Duration {
 		c.errorf("default_run_time", "%s is longer than max_run_time (%s)", l.DefaultRunTime, l.MaxRunTime)

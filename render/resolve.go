@@ -74,9 +74,15 @@ type Plan struct {
 	// TerminationGrace is the pods' time to flush a checkpoint after
 	// SIGTERM.
 	TerminationGrace time.Duration
-	Retry            RetryPolicy
-	PolicyDigest     string
-	Security         Security
+	// MaxQueueTime is how long an attempt may wait in the queue; 0: no
+	// limit. StartDeadline is how long an admitted attempt may take to
+	// start running. MaxPreemptions, when set, caps preemptions.
+	MaxQueueTime   time.Duration
+	StartDeadline  time.Duration
+	MaxPreemptions *int
+	Retry          RetryPolicy
+	PolicyDigest   string
+	Security       Security
 }
 
 // RetryPolicy is a run's resolved resilience: which failure classes are
@@ -247,6 +253,14 @@ func checkLimits(c *checker, l *PolicyLimits, cfg *Config, p *Plan) {
 		p.Timeout = t
 		if t > l.MaxRunTime.Duration {
 			c.errorf("limits.timeout", "%s is longer than the platform's maximum run time (%s)", cfg.Limits.Timeout, l.MaxRunTime)
+		}
+	}
+	p.StartDeadline, p.MaxPreemptions = l.StartDeadline.Duration, cfg.Limits.MaxPreemptions
+	p.MaxQueueTime = l.MaxQueueTime.Duration
+	if q := cfg.Limits.MaxQueueTime.Duration; q > 0 {
+		p.MaxQueueTime = q
+		if l.MaxQueueTime.Duration > 0 && q > l.MaxQueueTime.Duration {
+			c.errorf("limits.max_queue_time", "%s is longer than the platform's maximum queue time (%s)", cfg.Limits.MaxQueueTime, l.MaxQueueTime)
 		}
 	}
 	p.TerminationGrace = defaultTerminationGrace

@@ -93,6 +93,26 @@ func (c *checker) at(p string) pos {
 	}
 }
 
+// ErrorAt is an error about the tau file's field path, located where the
+// file (or a --set override) gave it, for checks made outside render, such as
+// the cluster's quota.
+func (rc *RunConfig) ErrorAt(path, format string, args ...any) error {
+	c := &checker{file: rc.File, pos: rc.pos, overrides: rc.Overrides}
+	for p := path; ; {
+		if c.set(p) || c.overrides[p] != "" {
+			path = p
+			break
+		}
+		i := strings.LastIndex(p, ".")
+		if i < 0 {
+			break
+		}
+		p = p[:i] // the nearest field the file wrote
+	}
+	c.errorf(path, format, args...)
+	return c.errs
+}
+
 func (c *checker) errorf(path, format string, args ...any) {
 	if v, ok := c.overrides[path]; ok {
 		c.errs = append(c.errs, &FieldError{File: fmt.Sprintf("%s (--set %s=%s)", c.file, path, v), Path: path, Msg: fmt.Sprintf(format, args...)})
@@ -147,6 +167,12 @@ func validateConfig(c *checker, cfg *Config) (image string) {
 	validateResilience(c, &cfg.Resilience)
 	if c.set("limits.timeout") && cfg.Limits.Timeout.Duration <= 0 {
 		c.errorf("limits.timeout", "must be a positive duration, such as 12h")
+	}
+	if c.set("limits.max_queue_time") && cfg.Limits.MaxQueueTime.Duration <= 0 {
+		c.errorf("limits.max_queue_time", "must be a positive duration, such as 2h")
+	}
+	if m := cfg.Limits.MaxPreemptions; m != nil && (*m < 0 || *m > 100) {
+		c.errorf("limits.max_preemptions", "must be between 0 and 100, got %d", *m)
 	}
 	return image
 }

@@ -15,8 +15,9 @@ const (
 
 // maxRunName keeps a run's name short enough for everything derived from
 // it: its Job "<run>-<attempt>" and that Job's pods "<job>-<index>-<5 chars>"
-// must stay within 63 characters.
-const maxRunName = 48
+// must stay within 63 characters, and a RayJob "<run>-<attempt>" within
+// KubeRay's 47 (attempts go up to 101).
+const maxRunName = 43
 
 // RunName is the deterministic name of the TauRun for one trigger:
 // (repository, ref, commit, target) always gives the same name, so a run is

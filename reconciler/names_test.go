@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/taugrid/taugrid/render"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -26,7 +27,7 @@ func TestRunNameIsDeterministicDistinctAndShort(t *testing.T) {
 	}
 	long := RunName(strings.Repeat("r", 80), "refs/tau/runs/x", commit, strings.Repeat("t", 63))
 	for _, n := range append(others, a, long) {
-		if len(n) > maxRunName || len(validation.IsDNS1123Label(n)) > 0 {
+		if len(n) > maxRunName || len(validation.IsDNS1123Label(n)) > 0 || len(render.WorkloadName(n, 101)) > render.MaxRayJobName {
 			t.Errorf("%q is not a DNS label of at most %d characters", n, maxRunName)
 		}
 	}

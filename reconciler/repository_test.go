@@ -88,12 +88,17 @@ func TestASecondRunBeyondQuotaWaitsWithKueuesReasonAndStartsWhenTheFirstEnds(t *
 	f.reconcileRun(t, one.Name, taugridv1.PhaseAdmitted)
 	waiting := f.reconcileRun(t, two.Name, taugridv1.PhaseQueued)
 	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(waiting.Status.Message, "insufficient unused quota for nvidia.com/gpu") && time.Now().Before(deadline) {
+	want := "queued #1 of 1 in rt6-a: needs 1 more nvidia.com/gpu (rt6-h200); rt6-a uses 1/1 (no borrowing)"
+	for waiting.Status.Message != want && time.Now().Before(deadline) {
 		time.Sleep(200 * time.Millisecond)
 		waiting = f.reconcileRun(t, two.Name, taugridv1.PhaseQueued)
 	}
-	if !strings.Contains(waiting.Status.Message, "insufficient unused quota for nvidia.com/gpu") {
-		t.Fatalf("the waiting run says %q, want Kueue's reason", waiting.Status.Message)
+	if waiting.Status.Message != want {
+		t.Fatalf("the waiting run says %q, want %q", waiting.Status.Message, want)
+	}
+	if w := waiting.Status.Workload; !strings.Contains(w.Reason, "Kueue: couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu") ||
+		w.Position == nil || *w.Position != 1 {
+		t.Errorf("the long explanation lacks Kueue's words or the position: %+v", w)
 	}
 	completeJob(t, f.ns, render.WorkloadName(one.Name, 1))
 	f.reconcileRun(t, one.Name, taugridv1.PhaseSucceeded)

@@ -199,6 +199,7 @@ func (r *RunReconciler) reconcileSubmit(ctx context.Context, run *taugridv1.TauR
 	var objs []client.Object
 	if err == nil {
 		objs = render.Render(plan)
+		err = r.checkFeasible(ctx, run.Namespace, plan, objs)
 	}
 	if len(render.Errors(err)) > 0 || errors.Is(err, gitsource.ErrNotFound) {
 		r.fail(run, ReasonInvalidConfig, err.Error())
@@ -316,26 +317,58 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 	if preempted {
 		p.Phase = taugridv1.PhaseFailed
 	}
-	if p.Phase == taugridv1.PhaseFailed {
-		var class FailureClass
-		if class, p.Message, err = r.classify(ctx, run, obs); err != nil {
+	var wait *Explanation
+	var queue QueueState
+	var recheck time.Duration // when a queue or start deadline falls due
+	switch p.Phase {
+	case taugridv1.PhaseQueued:
+		if obs.Workload != nil {
+			queue = r.queueState(ctx, obs.Workload)
+		}
+		ex := ExplainWait(obs.Workload, queue)
+		wait, p.Message = &ex, ex.Short
+		if done, after, err := r.queueDeadlines(ctx, run, ex); done || err != nil {
+			return reconcile.Result{}, err
+		} else {
+			recheck = after
+		}
+	case taugridv1.PhaseAdmitted:
+		late, after, err := r.startDeadline(ctx, run)
+		if err != nil {
 			return reconcile.Result{}, err
 		}
-		if preempted {
-			// Its pods get their termination grace to save a checkpoint.
+		recheck = after
+		if late {
+			p.Phase = taugridv1.PhaseFailed
+		}
+	}
+	if p.Phase == taugridv1.PhaseFailed {
+		var class FailureClass
+		if class, p.Message, err = r.classify(ctx, run, obs, p.Admitted && !preempted && !running(obs) && !jobEndedInFailure(obs)); err != nil {
+			return reconcile.Result{}, err
+		}
+		if preempted || !jobEndedInFailure(obs) {
+			// The attempt is over but its workload is not: delete it so
+			// Kueue cannot requeue it. Its pods get their termination
+			// grace to save a checkpoint.
 			if err := r.deleteWorkload(ctx, run); err != nil {
 				return reconcile.Result{}, err
 			}
 		}
-		if after, retrying, err := r.reconcileRetry(ctx, run, class, p.Message); err != nil || retrying {
+		after, retrying, note, err := r.reconcileRetry(ctx, run, class, p.Message)
+		if err != nil || retrying {
 			return reconcile.Result{RequeueAfter: after}, err
 		}
+		p.Message += note
 	}
 	w := run.Status.Workload
 	w.Admitted = p.Admitted
-	w.Reason = ""
-	if p.Phase == taugridv1.PhaseQueued {
-		w.Reason = p.Message
+	w.Reason, w.Position = "", nil
+	if wait != nil {
+		w.Reason = wait.Long
+		if queue.Position > 0 {
+			w.Position = ptrTo(int32(queue.Position))
+		}
 	}
 	if obs.Workload != nil {
 		w.Workload = obs.Workload.Name
@@ -352,34 +385,36 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 		r.setCondition(run, taugridv1.ConditionReady, status, string(p.Phase), p.Message)
 		r.setCondition(run, taugridv1.ConditionReconciling, metav1.ConditionFalse, string(p.Phase), p.Message)
 	}
-	return reconcile.Result{}, nil
+	return reconcile.Result{RequeueAfter: recheck}, nil
 }
 
 // reconcileRetry schedules another attempt when the tau file's resilience
 // (capped by the platform) retries this failure class and attempts are
 // left: the run goes back to Pending and its next attempt is submitted
 // after the backoff. It reports whether it did.
-func (r *RunReconciler) reconcileRetry(ctx context.Context, run *taugridv1.TauRun, class FailureClass, msg string) (time.Duration, bool, error) {
+func (r *RunReconciler) reconcileRetry(ctx context.Context, run *taugridv1.TauRun, class FailureClass, msg string) (time.Duration, bool, string, error) {
 	plan, err := r.plan(ctx, run, len(run.Status.Attempts)+1)
 	switch {
 	case len(render.Errors(err)) > 0:
-		return 0, false, nil // the policy changed under the run: it cannot run again
+		return 0, false, "", nil // the policy changed under the run: it cannot run again
 	case err != nil:
-		return 0, false, err
+		return 0, false, "", err
+	case class == FailurePreempted && plan.MaxPreemptions != nil && preemptions(run) > *plan.MaxPreemptions:
+		return 0, false, fmt.Sprintf("; preempted %d time(s), more than limits.max_preemptions (%d)", preemptions(run), *plan.MaxPreemptions), nil
 	case !slices.Contains(plan.Retry.On, string(class)) || len(run.Status.Attempts) > plan.Retry.MaxRetries:
-		return 0, false, nil
+		return 0, false, "", nil
 	}
 	n := len(run.Status.Attempts)
 	wait := plan.Retry.Backoff(n)
 	run.Status.Workload = nil
 	r.setPhase(run, taugridv1.PhasePending, fmt.Sprintf("retrying in %s (attempt %d of %d) after %s", wait, n+1, plan.Retry.MaxRetries+1, msg))
 	r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, ReasonRetrying, "Retry", "%s", run.Status.Message)
-	return wait, true, nil
+	return wait, true, "", nil
 }
 
 // classify names the failed attempt's class in its status record and
 // returns the run's message, "failed (Class): reason".
-func (r *RunReconciler) classify(ctx context.Context, run *taugridv1.TauRun, obs Observed) (FailureClass, string, error) {
+func (r *RunReconciler) classify(ctx context.Context, run *taugridv1.TauRun, obs Observed, notStarted bool) (FailureClass, string, error) {
 	var pods corev1.PodList
 	attempt := strconv.Itoa(len(run.Status.Attempts))
 	if err := r.List(ctx, &pods, client.InNamespace(run.Namespace), client.MatchingLabels{render.LabelRun: run.Name}); err != nil {
@@ -405,6 +440,14 @@ func (r *RunReconciler) classify(ctx context.Context, run *taugridv1.TauRun, obs
 		}
 	}
 	class, reason := ClassifyFailure(FailureEvidence{Job: obs.Job, Pods: pods.Items, Workload: obs.Workload, Nodes: nodes})
+	if notStarted {
+		// Admitted, yet its pods never ran within the start deadline.
+		var ok bool
+		if class, reason, ok = startFailure(pods.Items); !ok {
+			class, reason = FailureInfrastructure, "its pods did not start"
+		}
+		reason = "not running within the platform's start deadline: " + reason
+	}
 	if class == FailurePreempted {
 		if by, err := r.preemptor(ctx, obs.Workload); err != nil {
 			return "", "", err

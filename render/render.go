@@ -75,6 +75,10 @@ func RenderConfig(rc *RunConfig, pol *Policy, tenant string, run Run) ([]client.
 	return Render(p), nil
 }
 
+// MaxRayJobName is KubeRay's limit on a RayJob's name (its RayCluster's,
+// 53, less the suffix it adds).
+const MaxRayJobName = 47
+
 // WorkloadName is the name of the Job or RayJob of an attempt.
 func WorkloadName(run string, attempt int) string {
 	return fmt.Sprintf("%s-%d", run, attempt)

@@ -138,6 +138,9 @@ func Resolve(rc *RunConfig, pol *Policy, tenant string, run Run) (*Plan, error) 
 	checkStorage(c, t, &cfg.Storage)
 	checkLimits(c, &pol.Limits, cfg, p)
 	p.Retry = resolveRetry(&cfg.Resilience)
+	if name := WorkloadName(run.Name, run.Attempt); p.Engine == EngineRayJob && len(name) > MaxRayJobName {
+		c.errorf("engine", "the RayJob would be named %q, %d characters; KubeRay allows %d: use a shorter repository or target name", name, len(name), MaxRayJobName)
+	}
 	if p.Profile != nil {
 		resolveCompute(c, p)
 	}

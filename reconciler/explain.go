@@ -1,0 +1,232 @@
+package reconciler
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+)
+
+// maxShortExplanation fits a GitHub commit status description.
+const maxShortExplanation = 140
+
+// WaitKind names why a run waits, for tests, metrics and the forge.
+type WaitKind string
+
+// The kinds of wait.
+const (
+	WaitUnseen          WaitKind = "Unseen"          // Kueue has not looked at the workload yet
+	WaitQueued          WaitKind = "Queued"          // in line, no verdict yet
+	WaitQuota           WaitKind = "Quota"           // not enough unused quota now
+	WaitPreemption      WaitKind = "Preempting"      // lower-priority workloads are being preempted for it
+	WaitAdmissionChecks WaitKind = "AdmissionChecks" // quota reserved, admission checks pending
+	WaitStopped         WaitKind = "QueueStopped"    // the platform stopped the queue
+	WaitInfeasible      WaitKind = "Infeasible"      // can never be admitted as asked
+	WaitOther           WaitKind = "Other"           // Kueue said something else; its words are kept
+)
+
+// QueueState is what the controller's cache knows of a workload's queue.
+type QueueState struct {
+	// ClusterQueue the workload's LocalQueue feeds; nil when unknown.
+	ClusterQueue *kueue.ClusterQueue
+	// Position is the workload's place among the ClusterQueue's pending
+	// workloads in admission order (1 is next), of Pending; 0 when unknown.
+	Position, Pending int
+	// Ahead names, in tenant terms, up to a few of the workloads before it.
+	Ahead []string
+}
+
+// Explanation says why a run waits: a short line for a commit status and
+// the first line of tau status, and a longer text for the check run, tau
+// status and the evidence, ending with Kueue's own words.
+type Explanation struct {
+	Kind        WaitKind
+	Short, Long string
+}
+
+// Kueue v0.17's scheduler messages, which follow a small grammar.
+var (
+	insufficientRE  = regexp.MustCompile(`insufficient unused quota for (\S+) in flavor (\S+), (\S+) more needed`)
+	preemptingRE    = regexp.MustCompile(`Pending the preemption of (\d+) workload`)
+	maxCapacityRE   = regexp.MustCompile(`insufficient quota for (\S+) in flavor (\S+), .*current podset request \((\S+)\) > maximum capacity \((\S+)\)`)
+	unavailableRE   = regexp.MustCompile(`resource (\S+) unavailable in ClusterQueue`)
+	stoppedRE       = regexp.MustCompile(`(ClusterQueue|LocalQueue) \S+ is (stopped|inactive)|is inactive|is stopped`)
+	misconfiguredRE = regexp.MustCompile(`doesn't match ClusterQueue selector|ClusterQueue \S+ not found|LocalQueue \S+ doesn't exist|not found`)
+)
+
+// ExplainWait explains, in plain words, why a workload waits. It is pure:
+// the reconciler feeds it the Workload and its queue from the cache.
+func ExplainWait(wl *kueue.Workload, q QueueState) Explanation {
+	if wl == nil {
+		return Explanation{Kind: WaitUnseen, Short: "waiting for Kueue to see the workload", Long: "Kueue has not created a Workload for the job yet."}
+	}
+	cq := "queue " + string(wl.Spec.QueueName)
+	if q.ClusterQueue != nil {
+		cq = q.ClusterQueue.Name
+	}
+	reserved := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadQuotaReserved)
+	if reserved != nil && reserved.Status == metav1.ConditionTrue {
+		var pending []string
+		for _, ac := range wl.Status.AdmissionChecks {
+			if ac.State != kueue.CheckStateReady {
+				pending = append(pending, string(ac.Name))
+			}
+		}
+		short := "quota reserved in " + cq + "; waiting for admission checks"
+		if len(pending) > 0 {
+			short += ": " + strings.Join(pending, ", ")
+		}
+		return explanation(WaitAdmissionChecks, short, q, "")
+	}
+	msg := ""
+	if reserved != nil {
+		msg = reserved.Message
+	}
+	if ev := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadEvicted); ev != nil && ev.Status == metav1.ConditionTrue && msg == "" {
+		msg = ev.Message
+	}
+	switch {
+	case msg == "":
+		return explanation(WaitQueued, positioned("queued", q, cq), q, "")
+	case maxCapacityRE.MatchString(msg):
+		m := maxCapacityRE.FindStringSubmatch(msg)
+		return explanation(WaitInfeasible, fmt.Sprintf("cannot run: asks %s %s, %s can hold at most %s (flavor %s)", m[3], m[1], cq, m[4], m[2]), q, msg)
+	case unavailableRE.MatchString(msg):
+		m := unavailableRE.FindStringSubmatch(msg)
+		return explanation(WaitInfeasible, fmt.Sprintf("cannot run: %s offers no %s; ask for a profile that has it", cq, m[1]), q, msg)
+	case stoppedRE.MatchString(msg):
+		return explanation(WaitStopped, cq+" is paused by the platform; the run starts when it reopens", q, msg)
+	case insufficientRE.MatchString(msg):
+		m := insufficientRE.FindStringSubmatch(msg)
+		res, flavor, more := m[1], m[2], m[3]
+		if p := preemptingRE.FindStringSubmatch(msg); p != nil {
+			return explanation(WaitPreemption, fmt.Sprintf("freeing %s %s: preempting %s lower-priority workload(s); starts when they stop", more, res, p[1]), q, msg)
+		}
+		short := positioned("queued", q, cq) + fmt.Sprintf(": needs %s more %s (%s)", more, res, flavor)
+		if use := usage(q.ClusterQueue, flavor, res); use != "" {
+			short += "; " + use
+		}
+		return explanation(WaitQuota, short, q, msg)
+	case misconfiguredRE.MatchString(msg):
+		return explanation(WaitInfeasible, "cannot run: "+firstSentence(msg), q, msg)
+	}
+	return explanation(WaitOther, positioned("queued", q, cq)+": "+firstSentence(msg), q, msg)
+}
+
+// positioned is "queued #3 of 7 in team-a", or without the position when
+// it is unknown.
+func positioned(verb string, q QueueState, cq string) string {
+	if q.Position > 0 {
+		return fmt.Sprintf("%s #%d of %d in %s", verb, q.Position, q.Pending, cq)
+	}
+	return verb + " in " + cq
+}
+
+// usage is "team-a uses 16/8 nvidia.com/gpu (8 borrowed, may borrow 8)".
+func usage(cq *kueue.ClusterQueue, flavor, res string) string {
+	if cq == nil {
+		return ""
+	}
+	var nominal resource.Quantity
+	var borrowLimit *resource.Quantity
+	found := false
+	for _, rg := range cq.Spec.ResourceGroups {
+		for _, f := range rg.Flavors {
+			if string(f.Name) != flavor {
+				continue
+			}
+			for _, r := range f.Resources {
+				if string(r.Name) == res {
+					nominal, borrowLimit, found = r.NominalQuota, r.BorrowingLimit, true
+				}
+			}
+		}
+	}
+	if !found {
+		return ""
+	}
+	var used, borrowed resource.Quantity
+	for _, fu := range cq.Status.FlavorsReservation {
+		if string(fu.Name) != flavor {
+			continue
+		}
+		for _, ru := range fu.Resources {
+			if ru.Name == corev1.ResourceName(res) {
+				used, borrowed = ru.Total, ru.Borrowed
+			}
+		}
+	}
+	s := fmt.Sprintf("%s uses %s/%s", cq.Name, used.String(), nominal.String())
+	switch {
+	case !borrowed.IsZero():
+		s += fmt.Sprintf(" (%s borrowed)", borrowed.String())
+	case cq.Spec.CohortName == "" || borrowLimit != nil && borrowLimit.IsZero():
+		s += " (no borrowing)"
+	}
+	return s
+}
+
+func explanation(kind WaitKind, short string, q QueueState, kueueMsg string) Explanation {
+	if len(short) > maxShortExplanation {
+		short = short[:maxShortExplanation-1] + "…"
+	}
+	var b strings.Builder
+	b.WriteString(short + ".")
+	if q.Position > 0 {
+		fmt.Fprintf(&b, "\nPosition %d of %d pending in ClusterQueue %s, in admission order (priority, then age).", q.Position, q.Pending, q.ClusterQueue.GetName())
+	}
+	if len(q.Ahead) > 0 {
+		b.WriteString("\nAhead: " + strings.Join(q.Ahead, "; ") + ".")
+	}
+	if cq := q.ClusterQueue; cq != nil {
+		if table := quotaTable(cq); table != "" {
+			b.WriteString("\nQuota of " + cq.Name + ":\n" + table)
+		}
+	}
+	if kueueMsg != "" {
+		b.WriteString("\nKueue: " + kueueMsg)
+	}
+	return Explanation{Kind: kind, Short: short, Long: b.String()}
+}
+
+// quotaTable lists each flavor's resources: nominal quota, borrowing limit
+// and what is reserved now.
+func quotaTable(cq *kueue.ClusterQueue) string {
+	used := map[string]kueue.ResourceUsage{}
+	for _, fu := range cq.Status.FlavorsReservation {
+		for _, ru := range fu.Resources {
+			used[string(fu.Name)+"/"+string(ru.Name)] = ru
+		}
+	}
+	var b strings.Builder
+	for _, rg := range cq.Spec.ResourceGroups {
+		for _, f := range rg.Flavors {
+			for _, r := range f.Resources {
+				u := used[string(f.Name)+"/"+string(r.Name)]
+				limit := "unlimited"
+				if cq.Spec.CohortName == "" {
+					limit = "none"
+				}
+				if r.BorrowingLimit != nil {
+					limit = r.BorrowingLimit.String()
+				}
+				fmt.Fprintf(&b, "  %-8s %-16s nominal %-6s borrowing limit %-9s in use %s (borrowed %s)\n",
+					f.Name, r.Name, r.NominalQuota.String(), limit, u.Total.String(), u.Borrowed.String())
+			}
+		}
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+func firstSentence(s string) string {
+	s = firstLine(s)
+	if i := strings.Index(s, ". "); i > 0 {
+		s = s[:i]
+	}
+	return s
+}

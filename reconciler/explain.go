@@ -172,8 +172,8 @@ func usage(cq *kueue.ClusterQueue, flavor, res string) string {
 }
 
 func explanation(kind WaitKind, short string, q QueueState, kueueMsg string) Explanation {
-	if len(short) > maxShortExplanation {
-		short = short[:maxShortExplanation-1] + "…"
+	if r := []rune(short); len(r) > maxShortExplanation {
+		short = string(r[:maxShortExplanation-1]) + "…"
 	}
 	var b strings.Builder
 	b.WriteString(short + ".")

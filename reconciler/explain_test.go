@@ -1,0 +1,90 @@
+package reconciler
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+)
+
+// waitingWorkload is a Workload as Kueue v0.17 leaves it while it waits.
+func waitingWorkload(reserved metav1.ConditionStatus, msg string) *kueue.Workload {
+	wl := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: "job-r-1-abc", Namespace: "team-a"}, Spec: kueue.WorkloadSpec{QueueName: "runs"}}
+	if reserved != "" {
+		wl.Status.Conditions = []metav1.Condition{{Type: kueue.WorkloadQuotaReserved, Status: reserved, Reason: "Pending", Message: msg}}
+	}
+	return wl
+}
+
+func teamQueue(nominal, borrowLimit, used, borrowed string) *kueue.ClusterQueue {
+	cq := &kueue.ClusterQueue{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}, Spec: kueue.ClusterQueueSpec{CohortName: "research",
+		ResourceGroups: []kueue.ResourceGroup{{CoveredResources: []corev1.ResourceName{"nvidia.com/gpu"}, Flavors: []kueue.FlavorQuotas{{
+			Name: "h200", Resources: []kueue.ResourceQuota{{Name: "nvidia.com/gpu", NominalQuota: resource.MustParse(nominal)}}}}}}}}
+	if borrowLimit != "" {
+		q := resource.MustParse(borrowLimit)
+		cq.Spec.ResourceGroups[0].Flavors[0].Resources[0].BorrowingLimit = &q
+	}
+	cq.Status.FlavorsReservation = []kueue.FlavorUsage{{Name: "h200", Resources: []kueue.ResourceUsage{{Name: "nvidia.com/gpu",
+		Total: resource.MustParse(used), Borrowed: resource.MustParse(borrowed)}}}}
+	return cq
+}
+
+func TestEveryWaitIsExplainedInOneLine(t *testing.T) {
+	quota := "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h200, 8 more needed"
+	for name, tc := range map[string]struct {
+		wl    *kueue.Workload
+		q     QueueState
+		kind  WaitKind
+		short string
+	}{
+		"no workload yet": {nil, QueueState{}, WaitUnseen, "waiting for Kueue to see the workload"},
+		"not looked at yet": {waitingWorkload("", ""), QueueState{ClusterQueue: teamQueue("8", "8", "0", "0"), Position: 2, Pending: 5},
+			WaitQueued, "queued #2 of 5 in team-a"},
+		"not enough quota": {waitingWorkload(metav1.ConditionFalse, quota), QueueState{ClusterQueue: teamQueue("8", "0", "8", "0"), Position: 1, Pending: 1},
+			WaitQuota, "queued #1 of 1 in team-a: needs 8 more nvidia.com/gpu (h200); team-a uses 8/8 (no borrowing)"},
+		"borrowing": {waitingWorkload(metav1.ConditionFalse, quota), QueueState{ClusterQueue: teamQueue("8", "8", "16", "8"), Position: 3, Pending: 4},
+			WaitQuota, "queued #3 of 4 in team-a: needs 8 more nvidia.com/gpu (h200); team-a uses 16/8 (8 borrowed)"},
+		"preemption in progress": {waitingWorkload(metav1.ConditionFalse, quota+". Pending the preemption of 2 workload(s)"), QueueState{},
+			WaitPreemption, "freeing 8 nvidia.com/gpu: preempting 2 lower-priority workload(s); starts when they stop"},
+		"more than the queue can ever hold": {waitingWorkload(metav1.ConditionFalse,
+			"couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor h200, previously considered podsets requests (0) + current podset request (24) > maximum capacity (16)"),
+			QueueState{ClusterQueue: teamQueue("8", "8", "0", "0")}, WaitInfeasible, "cannot run: asks 24 nvidia.com/gpu, team-a can hold at most 16 (flavor h200)"},
+		"a resource the queue lacks": {waitingWorkload(metav1.ConditionFalse, "couldn't assign flavors to pod set main: resource rdma/ib unavailable in ClusterQueue"),
+			QueueState{ClusterQueue: teamQueue("8", "8", "0", "0")}, WaitInfeasible, "cannot run: team-a offers no rdma/ib; ask for a profile that has it"},
+		"a stopped queue": {waitingWorkload(metav1.ConditionFalse, "ClusterQueue team-a is inactive"), QueueState{ClusterQueue: teamQueue("8", "8", "0", "0")},
+			WaitStopped, "team-a is paused by the platform; the run starts when it reopens"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ex := ExplainWait(tc.wl, tc.q)
+			if ex.Kind != tc.kind || ex.Short != tc.short {
+				t.Errorf("got %s %q, want %s %q", ex.Kind, ex.Short, tc.kind, tc.short)
+			}
+			if utf8.RuneCountInString(ex.Short) > maxShortExplanation || strings.Contains(ex.Short, "\n") {
+				t.Errorf("the short line does not fit a commit status: %q", ex.Short)
+			}
+			if tc.wl != nil && len(tc.wl.Status.Conditions) > 0 && !strings.Contains(ex.Long, "Kueue: "+tc.wl.Status.Conditions[0].Message) {
+				t.Errorf("the long explanation lacks Kueue's own words:\n%s", ex.Long)
+			}
+		})
+	}
+}
+
+func TestAdmissionChecksAreNamed(t *testing.T) {
+	wl := waitingWorkload(metav1.ConditionTrue, "Quota reserved in ClusterQueue team-a")
+	wl.Status.AdmissionChecks = []kueue.AdmissionCheckState{{Name: "provisioning", State: kueue.CheckStatePending}, {Name: "budget", State: kueue.CheckStateReady}}
+	ex := ExplainWait(wl, QueueState{ClusterQueue: teamQueue("8", "8", "8", "0")})
+	if want := "quota reserved in team-a; waiting for admission checks: provisioning"; ex.Kind != WaitAdmissionChecks || ex.Short != want {
+		t.Errorf("got %s %q, want %q", ex.Kind, ex.Short, want)
+	}
+}
+
+func TestAVeryLongReasonIsCutToACommitStatus(t *testing.T) {
+	ex := ExplainWait(waitingWorkload(metav1.ConditionFalse, strings.Repeat("word ", 80)), QueueState{})
+	if n := utf8.RuneCountInString(ex.Short); n > maxShortExplanation {
+		t.Errorf("%d characters", n)
+	}
+}

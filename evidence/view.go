@@ -191,9 +191,9 @@ func waitOf(spans []PhaseSpan, queue, reason string, waiting bool) *Wait {
 	if !seen {
 		return nil
 	}
-	w := &Wait{Queue: queue, Waiting: waiting, Seconds: secs, Duration: HumanDuration(time.Duration(secs * float64(time.Second))), Reason: reason}
+	w := &Wait{Queue: queue, Waiting: waiting, Seconds: secs, Duration: HumanDuration(time.Duration(secs * float64(time.Second)))}
 	if waiting {
-		w.Explanation = ExplainWait(reason)
+		w.Reason, w.Explanation = reason, ExplainWait(reason)
 	} else {
 		w.Explanation = "Waited " + w.Duration + " in queue " + queue + " before Kueue admitted it."
 	}
@@ -215,8 +215,8 @@ func (v *View) addBundle(b *Loaded) {
 	if rec == nil {
 		return
 	}
-	if j := slices.IndexFunc(rec.Attempts, func(x AttemptInfo) bool { return x.Number == k.Attempt }); j >= 0 {
-		a.AttemptInfo = rec.Attempts[j]
+	if j := slices.IndexFunc(rec.Attempts, func(x AttemptInfo) bool { return x.Number == k.Attempt }); j >= 0 && a.End == nil {
+		a.AttemptInfo = rec.Attempts[j] // the live status, when there is one, is as complete
 	}
 	a.Kueue, a.Pods, a.Nodes, a.Metrics, a.Events, a.Notes = rec.Kueue, rec.Pods, rec.Nodes, rec.Metrics, rec.Events, rec.Notes
 	a.Checkpoints = &rec.Checkpoints

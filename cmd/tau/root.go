@@ -26,6 +26,6 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newInitCmd(), newValidateCmd(), newRenderCmd(), newSchemaCmd(), newRunCmd(), newStatusCmd(), newListCmd(), newCancelCmd(), newRetryCmd(), newFetchSourceCmd())
+	root.AddCommand(newInitCmd(), newValidateCmd(), newRenderCmd(), newSchemaCmd(), newRunCmd(), newStatusCmd(), newListCmd(), newCancelCmd(), newRetryCmd(), newFetchSourceCmd(), newEvidenceCmd())
 	return root
 }

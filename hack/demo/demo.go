@@ -162,7 +162,7 @@ func (d *demo) startController(ctx context.Context) error {
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("building tau-controller: %w", err)
 	}
-	ports, err := freePorts(4)
+	ports, err := freePorts(5)
 	if err != nil {
 		return err
 	}
@@ -179,6 +179,9 @@ func (d *demo) startController(ctx context.Context) error {
 		"--source-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[3]),
 		"--source-url", fmt.Sprintf("http://127.0.0.1:%d", ports[3]),
 		"--cache-dir", filepath.Join(d.dir, "cache"),
+		"--evidence-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[4]),
+		"--evidence-url", fmt.Sprintf("http://127.0.0.1:%d", ports[4]),
+		"--evidence-dir", filepath.Join(d.dir, "evidence"),
 		"--namespace", "default")
 	d.ctrl.Stdout, d.ctrl.Stderr = log, log
 	d.ctrl.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

@@ -1,10 +1,12 @@
 package evidence
 
 import (
+	"bytes"
 	"context"
 	"embed"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"html/template"
 	"net/http"
 	"regexp"
@@ -60,8 +62,9 @@ type Server struct {
 	Log  logr.Logger
 
 	cache sync.Map // Key -> *Loaded: sealed bundles never change
-	size  int      // entries in cache, approximately
+	pages sync.Map // pageKey -> rendered page of a finished or gone run
 	mu    sync.Mutex
+	sizes map[*sync.Map]int // entries per cache, approximately
 }
 
 // maxCached bounds the bundle cache; past it the cache starts over.
@@ -97,7 +100,7 @@ func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	v, err := s.View(r.Context(), ns, name)
+	body, err := s.page(r.Context(), ns, name, asJSON)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		http.Error(w, "no run "+ns+"/"+name+" and no evidence of one", http.StatusNotFound)
@@ -108,41 +111,91 @@ func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	if asJSON {
 		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
+	}
+	_, _ = w.Write(body)
+}
+
+// page renders a run's page. The page of a finished or gone run only
+// changes with the run object or a new bundle, so it is rendered once per
+// (resource version, bundles).
+func (s *Server) page(ctx context.Context, ns, name string, asJSON bool) ([]byte, error) {
+	live, bundles, err := s.gather(ctx, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	key := ""
+	if live == nil || final(live.Run.Status.Phase) {
+		key = pageKey(ns, name, asJSON, live, bundles)
+		if b, ok := s.pages.Load(key); ok {
+			return b.([]byte), nil
+		}
+	}
+	v := BuildView(live, bundles, &Masker{}, s.now())
+	var buf bytes.Buffer
+	if asJSON {
+		enc := json.NewEncoder(&buf)
 		enc.SetIndent("", "  ")
-		_ = enc.Encode(v)
-		return
+		err = enc.Encode(v)
+	} else {
+		err = pageTemplate.Execute(&buf, v)
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := pageTemplate.Execute(w, v); err != nil {
-		s.Log.Error(err, "writing the evidence page", "run", ns+"/"+name)
+	if err != nil {
+		return nil, err
 	}
+	if key != "" {
+		s.remember(&s.pages, key, buf.Bytes())
+	}
+	return buf.Bytes(), nil
+}
+
+func pageKey(ns, name string, asJSON bool, live *Live, bundles []*Loaded) string {
+	k := fmt.Sprintf("%s/%s json=%v", ns, name, asJSON)
+	if live != nil {
+		k += fmt.Sprintf(" %s@%s %s", live.Run.UID, live.Run.ResourceVersion, live.RepositoryURL)
+	}
+	for _, b := range bundles {
+		k += " " + b.Digest
+	}
+	return k
+}
+
+func (s *Server) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
 }
 
 // View builds the page data of one run; ErrNotFound when neither the
 // cluster nor the store knows it.
 func (s *Server) View(ctx context.Context, ns, name string) (*View, error) {
+	live, bundles, err := s.gather(ctx, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	return BuildView(live, bundles, &Masker{}, s.now()), nil
+}
+
+// gather reads the live run and the sealed bundles of a run.
+func (s *Server) gather(ctx context.Context, ns, name string) (*Live, []*Loaded, error) {
 	var live *Live
 	if s.Runs != nil {
 		var err error
 		if live, err = s.Runs.LiveRun(ctx, ns, name); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	bundles, err := s.bundles(ctx, ns, name)
 	if err != nil && live == nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if live == nil && len(bundles) == 0 {
-		return nil, ErrNotFound
+		return nil, nil, ErrNotFound
 	}
-	now := time.Now
-	if s.Now != nil {
-		now = s.Now
-	}
-	return BuildView(live, bundles, &Masker{}, now()), nil
+	return live, bundles, nil
 }
 
 // bundles loads every sealed bundle of a run, oldest attempt first.
@@ -177,15 +230,23 @@ func (s *Server) load(ctx context.Context, k Key) (*Loaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	if s.size >= maxCached {
-		s.cache.Clear()
-		s.size = 0
-	}
-	s.size++
-	s.mu.Unlock()
-	s.cache.Store(k, l)
+	s.remember(&s.cache, k, l)
 	return l, nil
+}
+
+// remember caches v; past maxCached entries the cache starts over.
+func (s *Server) remember(m *sync.Map, k, v any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.sizes == nil {
+		s.sizes = map[*sync.Map]int{}
+	}
+	if s.sizes[m] >= maxCached {
+		m.Clear()
+		s.sizes[m] = 0
+	}
+	s.sizes[m]++
+	m.Store(k, v)
 }
 
 // LoadBundle reads a sealed bundle's manifest, record and log tails.

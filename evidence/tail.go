@@ -48,3 +48,12 @@ func ReadTail(r io.Reader, limit, keep int64) ([]byte, bool, error) {
 	}
 	return out, true, nil
 }
+
+// Tail reads the bounded tail of a container's log, masks it and scans it
+// for metrics records: what a bundle keeps of one log.
+func Tail(r io.Reader, m *Masker, metrics *Metrics) ([]byte, bool, error) {
+	data, truncated, err := ReadTail(r, ReadLimit, KeepBytes)
+	data = m.MaskBytes(data)
+	metrics.ScanMetrics(data)
+	return data, truncated, err
+}

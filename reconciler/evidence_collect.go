@@ -554,14 +554,12 @@ func (e *EvidenceRecorder) logTail(ctx context.Context, c *collection, pod, cont
 		return t
 	}
 	defer rc.Close()
-	data, truncated, err := evidence.ReadTail(rc, evidence.ReadLimit, evidence.KeepBytes)
+	data, truncated, err := evidence.Tail(rc, c.masker, c.rec.Metrics)
 	if err != nil {
 		t.Error = "log cut short: " + c.masker.Mask(err.Error())
 	}
-	data = c.masker.MaskBytes(data)
 	t.Bytes, t.Truncated = len(data), truncated
 	c.bundle.Add(t.Artifact, evidence.MediaText, data)
-	c.rec.Metrics.ScanMetrics(data)
 	return t
 }
 

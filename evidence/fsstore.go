@@ -107,7 +107,7 @@ func (s *FileStore) writeAtomic(p string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name())
+	defer func() { _ = os.Remove(tmp.Name()) }() // gone after the rename
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		return err

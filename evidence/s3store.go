@@ -143,7 +143,7 @@ func (s *S3Store) get(ctx context.Context, p string) ([]byte, error) {
 	if err != nil {
 		return nil, s.wrap(err)
 	}
-	defer obj.Close()
+	defer func() { _ = obj.Close() }()
 	data, err := io.ReadAll(obj)
 	if isNotFound(err) {
 		return nil, fmt.Errorf("%s: %w", p, ErrNotFound)

@@ -255,7 +255,7 @@ func (s *EvidenceRuns) LiveRun(ctx context.Context, namespace, name string) (*ev
 	live := &evidence.Live{Run: run}
 	repo := &taugridv1.TauRepository{}
 	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: run.Spec.Repository}, repo); err == nil {
-		live.RepositoryURL = evidence.StripCredentials(repo.Spec.GitSource.URL)
+		live.RepositoryURL = evidence.StripCredentials(repo.Spec.URL)
 	}
 	return live, nil
 }

@@ -119,7 +119,7 @@ func (e *EvidenceRecorder) collectRun(ctx context.Context, c *collection) error 
 	switch err := e.Client.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Repository}, repo); {
 	case err == nil:
 		c.repo = repo
-		c.rec.Run.RepositoryURL = evidence.StripCredentials(repo.Spec.GitSource.URL)
+		c.rec.Run.RepositoryURL = evidence.StripCredentials(repo.Spec.URL)
 	case apierrors.IsNotFound(err):
 		c.note("repository %s is gone", run.Spec.Repository)
 	default:

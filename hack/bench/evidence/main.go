@@ -39,7 +39,7 @@ func run(logMB, pods, readers, requests int) error {
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
+	defer func() { _ = os.RemoveAll(dir) }()
 	root, err := repoRoot()
 	if err != nil {
 		return err

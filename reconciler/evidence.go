@@ -160,6 +160,10 @@ func (e *EvidenceRecorder) seal(ctx context.Context, run *taugridv1.TauRun, atte
 		e.setCondition(run, metav1.ConditionTrue, ReasonEvidenceSealed, msg)
 		e.Recorder.Eventf(run, nil, corev1.EventTypeNormal, ReasonEvidenceSealed, "Seal", "%s", msg)
 	}
+	if needsEvidenceRetry(run) {
+		// Everything was sealed before (a lost status write): say so.
+		e.setCondition(run, metav1.ConditionTrue, ReasonEvidenceSealed, "every ended attempt is sealed")
+	}
 	return true
 }
 

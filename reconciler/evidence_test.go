@@ -363,4 +363,21 @@ func TestAFullStoreLeavesTheRunAloneAndTheBundleIsRetried(t *testing.T) {
 		t.Errorf("after the retry: phase %s, conditions %+v", got.Status.Phase, got.Status.Conditions)
 	}
 	f.bundle(t, run.Name)
+
+	t.Run("a False condition over bundles sealed before heals", func(t *testing.T) {
+		base := got.DeepCopy()
+		f.recorder.setCondition(got, metav1.ConditionFalse, ReasonStoreUnavailable, "a status write was lost")
+		if err := k8s.Status().Patch(context.Background(), got, client.MergeFrom(base)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.recorder.Reconcile(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.Get(context.Background(), req.NamespacedName, got); err != nil {
+			t.Fatal(err)
+		}
+		if !apimeta.IsStatusConditionTrue(got.Status.Conditions, ConditionEvidence) {
+			t.Errorf("EvidenceSealed = %+v, want True", apimeta.FindStatusCondition(got.Status.Conditions, ConditionEvidence))
+		}
+	})
 }

@@ -24,7 +24,7 @@ type S3Options struct {
 	Insecure  bool // plain HTTP
 	AccessKey string
 	SecretKey string
-	// Timeout bounds each request; 0 means 30s.
+	// Timeout bounds each request; 0 means 10s.
 	Timeout time.Duration
 }
 
@@ -60,7 +60,7 @@ func NewS3Store(o S3Options) (*S3Store, error) {
 	}
 	timeout := o.Timeout
 	if timeout == 0 {
-		timeout = 30 * time.Second
+		timeout = 10 * time.Second
 	}
 	return &S3Store{client: c, bucket: o.Bucket, prefix: o.Prefix, timeout: timeout}, nil
 }

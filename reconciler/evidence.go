@@ -40,6 +40,10 @@ const (
 	ReasonStoreUnavailable = "StoreUnavailable"
 )
 
+// sealTimeout bounds collecting and storing one bundle, so a store that
+// hangs holds a run worker no longer; the retry controller tries again.
+const sealTimeout = 30 * time.Second
+
 // PodLogs opens the end of a container's log.
 type PodLogs interface {
 	TailLog(ctx context.Context, namespace, pod, container string) (io.ReadCloser, error)
@@ -141,7 +145,9 @@ func (e *EvidenceRecorder) link(run *taugridv1.TauRun) {
 func (e *EvidenceRecorder) seal(ctx context.Context, run *taugridv1.TauRun, attempts []int) bool {
 	for _, n := range attempts {
 		start := e.Clock.Now()
-		digest, err := e.sealAttempt(ctx, run, n)
+		sctx, cancel := context.WithTimeout(ctx, sealTimeout)
+		digest, err := e.sealAttempt(sctx, run, n)
+		cancel()
 		if e.Metrics != nil {
 			e.Metrics.Seconds.Observe(e.Clock.Since(start).Seconds())
 		}

@@ -499,17 +499,22 @@ func (e *EvidenceRecorder) collectEvents(ctx context.Context, c *collection) err
 	for _, p := range c.rec.Pods {
 		about[p.Name] = true
 	}
-	var list corev1.EventList
-	if err := e.reader().List(ctx, &list, client.InNamespace(c.run.Namespace)); err != nil {
-		c.note("listing events: %v", apierrors.ReasonForError(err))
+	if e.APIReader == nil {
+		c.note("events not recorded: no API reader")
 		return nil
 	}
-	for _, ev := range list.Items {
-		if !about[ev.InvolvedObject.Name] {
+	for _, name := range slices.Sorted(maps.Keys(about)) {
+		// One field-selected list per object, never all of a busy namespace.
+		var list corev1.EventList
+		if err := e.APIReader.List(ctx, &list, client.InNamespace(c.run.Namespace), client.MatchingFields{"involvedObject.name": name},
+			client.Limit(maxEvents)); err != nil {
+			c.note("listing events of %s: %v", name, apierrors.ReasonForError(err))
 			continue
 		}
-		c.rec.Events = append(c.rec.Events, evidence.EventRecord{Time: eventTime(&ev), Type: ev.Type, Reason: ev.Reason,
-			Object: ev.InvolvedObject.Kind + "/" + ev.InvolvedObject.Name, Message: ev.Message, Count: ev.Count})
+		for _, ev := range list.Items {
+			c.rec.Events = append(c.rec.Events, evidence.EventRecord{Time: eventTime(&ev), Type: ev.Type, Reason: ev.Reason,
+				Object: ev.InvolvedObject.Kind + "/" + ev.InvolvedObject.Name, Message: ev.Message, Count: ev.Count})
+		}
 	}
 	slices.SortStableFunc(c.rec.Events, func(a, b evidence.EventRecord) int { return a.Time.Compare(b.Time) })
 	if n := len(c.rec.Events); n > maxEvents {

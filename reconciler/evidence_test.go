@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -223,6 +224,9 @@ func TestASucceededRunLeavesAVerifiableBundleWithItsSecretMasked(t *testing.T) {
 	}
 	if len(rec.Nodes) != 1 || rec.Nodes[0].GPUHealthyAtStart != "True" || rec.Kueue == nil || rec.Kueue.ClusterQueue == "" || len(rec.Kueue.Flavors) == 0 {
 		t.Errorf("nodes %+v kueue %+v, want the healthy node and the admission with its flavor", rec.Nodes, rec.Kueue)
+	}
+	if !slices.ContainsFunc(rec.Events, func(e evidence.EventRecord) bool { return strings.HasPrefix(e.Object, "Workload/") }) {
+		t.Errorf("events = %+v, want Kueue's events about the workload", rec.Events)
 	}
 	if len(rec.Pods) != 1 || *rec.Pods[0].Containers[0].ExitCode != 0 {
 		t.Errorf("pods = %+v", rec.Pods)

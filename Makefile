@@ -38,7 +38,7 @@ fuzz: ## Fuzz parse + validate + render (FUZZTIME=5m)
 
 .PHONY: bench
 bench: ## Run the benchmarks
-	$(GO) test ./render -run '^$$' -bench . -benchmem
+	$(GO) test ./render ./evidence -run '^$$' -bench . -benchmem
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Regenerate CRDs, deepcopy and the tau.yaml JSON Schema

@@ -82,7 +82,7 @@ func TestThePageShowsStatusTimelineAndKueueWaitAsHTMLAndJSON(t *testing.T) {
 		`id="status" class="badge phase-succeeded">Succeeded<`,
 		`href="https://github.com/acme/research/commit/` + strings.Repeat("a", 40) + `"`,
 		"Waited 12m 0s in queue runs before Kueue admitted it.",
-		"epoch 2 loss 0.12", "Attempt 1", "sha256:",
+		"epoch 2 loss 0.12", "Attempt 1", "sha256:", `href="/runs/team-a/research-1a2b/blobs/`, ">manifests.yaml</a>",
 	} {
 		if !strings.Contains(html, want) {
 			t.Errorf("the page lacks %q", want)

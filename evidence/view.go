@@ -86,7 +86,14 @@ type BundleRef struct {
 	SealedAt time.Time `json:"sealed_at"`
 	Outcome  string    `json:"outcome"`
 	// Manifest is the page-relative path of the raw manifest.
-	Manifest string `json:"manifest"`
+	Manifest  string         `json:"manifest"`
+	Artifacts []ArtifactLink `json:"artifacts"`
+}
+
+// ArtifactLink is an artifact and where the page serves it.
+type ArtifactLink struct {
+	Artifact
+	URL string `json:"url"`
 }
 
 // Loaded is a sealed bundle read back from a store.
@@ -202,8 +209,13 @@ func waitOf(spans []PhaseSpan, queue, reason string, waiting bool) *Wait {
 
 func (v *View) addBundle(b *Loaded) {
 	k := b.Manifest.Key
-	v.Bundles = append(v.Bundles, BundleRef{Key: k, Digest: b.Digest, SealedAt: b.Manifest.SealedAt, Outcome: b.Manifest.Outcome,
-		Manifest: strings.Join([]string{"/runs", k.Namespace, k.Run, "bundles", strconv.Itoa(k.Attempt) + ".json"}, "/")})
+	base := "/runs/" + k.Namespace + "/" + k.Run
+	ref := BundleRef{Key: k, Digest: b.Digest, SealedAt: b.Manifest.SealedAt, Outcome: b.Manifest.Outcome,
+		Manifest: base + "/bundles/" + strconv.Itoa(k.Attempt) + ".json"}
+	for _, a := range b.Manifest.Artifacts {
+		ref.Artifacts = append(ref.Artifacts, ArtifactLink{Artifact: a, URL: base + "/blobs/" + a.SHA256})
+	}
+	v.Bundles = append(v.Bundles, ref)
 	i := slices.IndexFunc(v.Attempts, func(a AttemptView) bool { return a.Number == k.Attempt })
 	if i < 0 {
 		v.Attempts = append(v.Attempts, AttemptView{AttemptInfo: AttemptInfo{Number: k.Attempt}})

@@ -23,25 +23,35 @@ import (
 var pageFiles embed.FS
 
 var pageTemplate = template.Must(template.New("page.html.tmpl").Funcs(template.FuncMap{
-	"short": short,
-	"time":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
-	"ptime": func(t *time.Time) string {
-		if t == nil {
-			return "—"
-		}
-		return t.UTC().Format("15:04:05")
-	},
-	"pct":   pct,
-	"lower": strings.ToLower,
-	"css":   func() template.CSS { b, _ := pageFiles.ReadFile("page.css"); return template.CSS(b) }, //nolint:gosec // our own embedded file
-	"derefi": func(p *int32) string {
-		if p == nil {
-			return "—"
-		}
-		return strconv.Itoa(int(*p))
-	},
+	"short":  short,
+	"time":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+	"ptime":  clockTime,
+	"pct":    pct,
+	"lower":  strings.ToLower,
+	"css":    pageCSS,
+	"derefi": exitCode,
 	"number": func(f float64) string { return strconv.FormatFloat(f, 'g', 6, 64) },
 }).ParseFS(pageFiles, "page.html.tmpl"))
+
+func clockTime(t *time.Time) string {
+	if t == nil {
+		return "—"
+	}
+	return t.UTC().Format("2006-01-02 15:04:05")
+}
+
+func exitCode(p *int32) string {
+	if p == nil {
+		return "—"
+	}
+	return strconv.Itoa(int(*p))
+}
+
+// pageCSS is the page's stylesheet: our own embedded file, trusted as CSS.
+func pageCSS() template.CSS {
+	b, _ := pageFiles.ReadFile("page.css")
+	return template.CSS(b)
+}
 
 // RunSource reads a run from the cluster; nil, nil when it is gone.
 type RunSource interface {

@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"maps"
 	"net/url"
 	"regexp"
 	"slices"
@@ -142,6 +143,9 @@ func (v *View) fromLive(l *Live, m *Masker, now time.Time) {
 	v.Namespace, v.Name, v.Phase, v.Message = r.Namespace, r.Name, string(r.Status.Phase), m.Mask(r.Status.Message)
 	v.Repository, v.RepositoryURL, v.Commit, v.Target = r.Spec.Repository, l.RepositoryURL, r.Spec.Commit, r.Spec.Target
 	v.Trigger = TriggerOf(r)
+	for k, o := range v.Trigger.Overrides {
+		v.Trigger.Overrides[k] = m.Mask(o)
+	}
 	v.Inputs = InputsOf(r)
 	spans := PhaseSpans(r.Status.Phases, now, !final(r.Status.Phase))
 	v.setTimeline(spans, !final(r.Status.Phase))
@@ -245,7 +249,7 @@ func TriggerOf(r *taugridv1.TauRun) Trigger {
 		sig = "not recorded"
 	}
 	return Trigger{Kind: string(r.Spec.Trigger.Kind), Ref: r.Spec.Trigger.Ref, Requester: r.Spec.Trigger.Requester,
-		Overrides: r.Spec.Trigger.Overrides, Signature: sig}
+		Overrides: maps.Clone(r.Spec.Trigger.Overrides), Signature: sig}
 }
 
 // AnnotationSignature on a TauRun holds the result of verifying its tag's

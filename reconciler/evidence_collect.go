@@ -72,6 +72,7 @@ func (e *EvidenceRecorder) collect(ctx context.Context, run *taugridv1.TauRun, n
 			return nil, err
 		}
 	}
+	c.stampAttempt(e.Clock.Now())
 	c.maskRecord()
 	data, err := json.MarshalIndent(c.rec, "", "  ")
 	if err != nil {
@@ -84,6 +85,23 @@ func (e *EvidenceRecorder) collect(ctx context.Context, run *taugridv1.TauRun, n
 	}
 	c.bundle.Add(evidence.ArtifactRecord, evidence.MediaJSON, append(data, '\n'))
 	return c, nil
+}
+
+// stampAttempt fills in the attempt's times where the status has none: it
+// started when its workload was created and ended by the seal at the latest.
+func (c *collection) stampAttempt(now time.Time) {
+	a := &c.rec.Attempts[c.attempt-1]
+	if start := attemptStart(c); a.Start == nil && !start.IsZero() {
+		start = start.UTC()
+		a.Start = &start
+	}
+	if a.End == nil {
+		end := now.UTC()
+		if n := len(c.run.Status.Phases); n > 0 && final(c.run.Status.Phase) {
+			end = c.run.Status.Phases[n-1].Time.UTC()
+		}
+		a.End = &end
+	}
 }
 
 // outcome names how attempt n ended.

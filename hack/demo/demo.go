@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -243,7 +244,7 @@ func (d *demo) runOnce(ctx context.Context) error {
 	}
 	d.say("git push origin %s  (the researcher's only step)", tag)
 	ref := "refs/tags/" + tag
-	last := ""
+	last, page := "", ""
 	err := d.poll(ctx, 3*time.Minute, func() (bool, string, error) {
 		var runs taugridv1.TauRunList
 		if err := d.k8s.List(ctx, &runs, client.InNamespace("team-a")); err != nil {
@@ -263,6 +264,7 @@ func (d *demo) runOnce(ctx context.Context) error {
 			}
 			switch r.Status.Phase {
 			case taugridv1.PhaseSucceeded:
+				page = r.Status.EvidenceURL
 				return true, "", nil
 			case taugridv1.PhaseFailed, taugridv1.PhaseCancelled:
 				return false, "", fmt.Errorf("the run ended %s: %s", r.Status.Phase, r.Status.Message)
@@ -271,6 +273,9 @@ func (d *demo) runOnce(ctx context.Context) error {
 		return false, "", nil
 	})
 	if err != nil {
+		return fmt.Errorf("%w (controller log: %s)", err, d.ctrlLog)
+	}
+	if err := d.evidence(ctx, page); err != nil {
 		return fmt.Errorf("%w (controller log: %s)", err, d.ctrlLog)
 	}
 	d.say("done. With the cluster kept (go run ./hack/demo --keep), see it with:")
@@ -379,4 +384,29 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 		}
 	}
 	return len(b), nil
+}
+
+// evidence waits for the run's evidence page to list its sealed bundle.
+func (d *demo) evidence(ctx context.Context, page string) error {
+	if page == "" {
+		return errors.New("the run has no evidence URL")
+	}
+	return d.poll(ctx, 30*time.Second, func() (bool, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, page+".json", nil)
+		if err != nil {
+			return false, "", err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, "", nil
+		}
+		defer resp.Body.Close()
+		var v struct {
+			Bundles []struct{ Digest string } `json:"bundles"`
+		}
+		if json.NewDecoder(resp.Body).Decode(&v) != nil || len(v.Bundles) == 0 {
+			return false, "", nil
+		}
+		return true, fmt.Sprintf("evidence sealed (%s): %s", v.Bundles[0].Digest[:19], page), nil
+	})
 }

@@ -62,7 +62,7 @@ fuzz: ## Fuzz parse + validate + render (FUZZTIME=5m)
 
 .PHONY: bench
 bench: ## Run the benchmarks
-	$(GO) test ./render -run '^$$' -bench . -benchmem
+	$(GO) test ./render ./evidence -run '^$$' -bench . -benchmem
 
 .PHONY: generate
 CHART := charts/taugrid

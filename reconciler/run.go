@@ -79,6 +79,8 @@ type RunReconciler struct {
 	// Sources provides the source archive an attempt's pods fetch; nil
 	// renders no fetch step.
 	Sources SourceArchiver
+	// Evidence seals a bundle for each attempt that ends; nil records none.
+	Evidence *EvidenceRecorder
 }
 
 // SourceArchiver builds a run's source archive and says where pods fetch it.
@@ -110,6 +112,7 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	base := run.DeepCopy()
 	defer func() {
 		run.Status.ObservedGeneration = run.Generation
+		r.recordEvidence(ctx, base, run)
 		if perr := r.patchStatus(ctx, base, run); perr != nil && err == nil {
 			err = perr
 		}

@@ -38,11 +38,16 @@ func (s *Sources) SourceArchive(ctx context.Context, repo *taugridv1.TauReposito
 	if err != nil {
 		return nil, err
 	}
+	return s.location(run, a.Digest), nil
+}
+
+// location is the archive of digest as the run's pods fetch it.
+func (s *Sources) location(run *taugridv1.TauRun, digest string) *render.SourceArchive {
 	return &render.SourceArchive{
-		URL:    fmt.Sprintf("%s%s%s/%s/%s.tar.gz", strings.TrimRight(s.BaseURL, "/"), SourcePathPrefix, run.Namespace, run.Name, a.Digest),
-		SHA256: a.Digest,
+		URL:    fmt.Sprintf("%s%s%s/%s/%s.tar.gz", strings.TrimRight(s.BaseURL, "/"), SourcePathPrefix, run.Namespace, run.Name, digest),
+		SHA256: digest,
 		Image:  s.FetchImage,
-	}, nil
+	}
 }
 
 func (s *Sources) archive(ctx context.Context, repo *taugridv1.TauRepository, run *taugridv1.TauRun) (*gitsource.Archive, error) {

@@ -42,6 +42,7 @@ type options struct {
 	qps                                                      float64
 	burst                                                    int
 	namespace, cacheDir, sourceURL, fetchImage               string
+	evidence                                                 evidenceOptions
 }
 
 func main() {
@@ -58,6 +59,7 @@ func main() {
 	flag.StringVar(&o.cacheDir, "cache-dir", "/var/cache/taugrid", "git object and source archive cache")
 	flag.StringVar(&o.sourceURL, "source-url", "http://tau-controller.tau-system.svc:9090", "URL at which run pods reach the source server")
 	flag.StringVar(&o.fetchImage, "fetch-image", "ghcr.io/taugrid/tau:v0.1.0", "image of the source fetch init container")
+	evidenceFlags(flag.CommandLine, &o.evidence)
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -108,7 +110,12 @@ func run(ctx context.Context, o options) error {
 	// One source server: the run reconciler builds archives, the HTTP
 	// server hands them to pods.
 	sources := &reconciler.Sources{Client: mgr.GetClient(), Git: git, BaseURL: o.sourceURL, FetchImage: o.fetchImage}
-	if err := setupReconcilers(ctx, mgr, git, sources, o); err != nil {
+	policies := &reconciler.PolicyStore{Client: mgr.GetClient(), Git: git, Namespace: o.namespace}
+	ev, err := setupEvidence(mgr, cfg, git, sources, policies, o)
+	if err != nil {
+		return err
+	}
+	if err := setupReconcilers(ctx, mgr, git, sources, policies, ev, o); err != nil {
 		return err
 	}
 	if err := setupMetrics(mgr); err != nil {
@@ -130,13 +137,13 @@ func run(ctx context.Context, o options) error {
 	return mgr.Start(ctx)
 }
 
-func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.Client, sources *reconciler.Sources, o options) error {
+func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.Client, sources *reconciler.Sources, policies *reconciler.PolicyStore,
+	ev *reconciler.EvidenceRecorder, o options) error {
 	c := mgr.GetClient()
 	clk := clock.RealClock{}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, reconciler.IndexRepositoryURL, reconciler.RepositoryURL); err != nil {
 		return err
 	}
-	policies := &reconciler.PolicyStore{Client: c, Git: git, Namespace: o.namespace}
 	forgeMetrics, err := forge.NewMetrics(crmetrics.Registry)
 	if err != nil {
 		return err
@@ -149,7 +156,8 @@ func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 		&reconciler.RepositoryReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-repository"),
 			PullRequests: pulls},
 		&reconciler.RunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Files: &reconciler.GitFiles{Client: c, Git: git},
-			Policies: policies, Sources: sources, Clock: clk, Recorder: mgr.GetEventRecorder("tau-run")},
+			Policies: policies, Sources: sources, Clock: clk, Recorder: mgr.GetEventRecorder("tau-run"), Evidence: ev},
+		ev,
 		forges,
 	}
 	for _, s := range steps {

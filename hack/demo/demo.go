@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -181,7 +182,7 @@ func (d *demo) startController(ctx context.Context) error {
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("building tau-controller and tau: %w", err)
 	}
-	ports, err := freePorts(5)
+	ports, err := freePorts(6)
 	if err != nil {
 		return err
 	}
@@ -199,6 +200,9 @@ func (d *demo) startController(ctx context.Context) error {
 		"--source-url", fmt.Sprintf("http://127.0.0.1:%d", ports[3]),
 		"--api-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[4]),
 		"--cache-dir", filepath.Join(d.dir, "cache"),
+		"--evidence-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[5]),
+		"--evidence-url", fmt.Sprintf("http://127.0.0.1:%d", ports[5]),
+		"--evidence-dir", filepath.Join(d.dir, "evidence"),
 		"--namespace", "default")
 	d.apiURL = fmt.Sprintf("http://127.0.0.1:%d", ports[4])
 	d.ctrl.Stdout, d.ctrl.Stderr = log, log
@@ -265,7 +269,7 @@ func (d *demo) runOnce(ctx context.Context) error {
 	}
 	d.say("git push origin %s  (the researcher's only step)", tag)
 	ref := "refs/tags/" + tag
-	last := ""
+	last, page := "", ""
 	err := d.poll(ctx, 3*time.Minute, func() (bool, string, error) {
 		var runs taugridv1.TauRunList
 		if err := d.k8s.List(ctx, &runs, client.InNamespace("team-a")); err != nil {
@@ -285,6 +289,7 @@ func (d *demo) runOnce(ctx context.Context) error {
 			}
 			switch r.Status.Phase {
 			case taugridv1.PhaseSucceeded:
+				page = r.Status.EvidenceURL
 				return true, "", nil
 			case taugridv1.PhaseFailed, taugridv1.PhaseCancelled:
 				return false, "", fmt.Errorf("the run ended %s: %s", r.Status.Phase, r.Status.Message)
@@ -293,6 +298,9 @@ func (d *demo) runOnce(ctx context.Context) error {
 		return false, "", nil
 	})
 	if err != nil {
+		return fmt.Errorf("%w (controller log: %s)", err, d.ctrlLog)
+	}
+	if err := d.evidence(ctx, page); err != nil {
 		return fmt.Errorf("%w (controller log: %s)", err, d.ctrlLog)
 	}
 	return nil
@@ -454,4 +462,29 @@ func (p *prefixWriter) Write(b []byte) (int, error) {
 		}
 	}
 	return len(b), nil
+}
+
+// evidence waits for the run's evidence page to list its sealed bundle.
+func (d *demo) evidence(ctx context.Context, page string) error {
+	if page == "" {
+		return errors.New("the run has no evidence URL")
+	}
+	return d.poll(ctx, 30*time.Second, func() (bool, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, page+".json", nil)
+		if err != nil {
+			return false, "", err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, "", nil
+		}
+		defer resp.Body.Close()
+		var v struct {
+			Bundles []struct{ Digest string } `json:"bundles"`
+		}
+		if json.NewDecoder(resp.Body).Decode(&v) != nil || len(v.Bundles) == 0 {
+			return false, "", nil
+		}
+		return true, fmt.Sprintf("evidence sealed (%s): %s", v.Bundles[0].Digest[:19], page), nil
+	})
 }

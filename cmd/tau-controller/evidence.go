@@ -1,0 +1,86 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/taugrid/taugrid/evidence"
+	"github.com/taugrid/taugrid/gitsource"
+	"github.com/taugrid/taugrid/reconciler"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+type evidenceOptions struct {
+	addr, dir, url, retention string
+	s3                        evidence.S3Options
+}
+
+func evidenceFlags(fs *flag.FlagSet, o *evidenceOptions) {
+	fs.StringVar(&o.addr, "evidence-bind-address", ":8090", "evidence page address (/runs/<namespace>/<name>); 0 disables the page")
+	fs.StringVar(&o.dir, "evidence-dir", "/var/lib/taugrid/evidence", "evidence store directory (a PersistentVolume), unless --evidence-s3-bucket is set")
+	fs.StringVar(&o.url, "evidence-url", "", "external URL of the evidence page, e.g. https://tau.example.com; sets each run's status.evidenceURL")
+	fs.StringVar(&o.retention, "evidence-retention", "", "prune sealed bundles: 30d, 720h, last=500 or 30d,last=500; empty keeps all")
+	fs.StringVar(&o.s3.Endpoint, "evidence-s3-endpoint", "", "S3-compatible endpoint host:port; credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
+	fs.StringVar(&o.s3.Bucket, "evidence-s3-bucket", "", "S3 bucket for evidence; set to use S3 instead of --evidence-dir")
+	fs.StringVar(&o.s3.Prefix, "evidence-s3-prefix", "", "prefix of every evidence object in the bucket")
+	fs.StringVar(&o.s3.Region, "evidence-s3-region", "", "S3 region")
+	fs.BoolVar(&o.s3.Insecure, "evidence-s3-insecure", false, "talk to the S3 endpoint over plain HTTP")
+}
+
+// setupEvidence builds the evidence store, the recorder the run reconciler
+// calls, the page server and the retention pruner.
+func setupEvidence(mgr manager.Manager, cfg *rest.Config, git *gitsource.Client, sources *reconciler.Sources, policies *reconciler.PolicyStore, o options) (*reconciler.EvidenceRecorder, error) {
+	eo := o.evidence
+	store, err := evidenceStore(eo)
+	if err != nil {
+		return nil, err
+	}
+	retention, err := evidence.ParseRetention(eo.retention)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	metrics, err := reconciler.NewEvidenceMetrics(crmetrics.Registry)
+	if err != nil {
+		return nil, err
+	}
+	c := mgr.GetClient()
+	rec := &reconciler.EvidenceRecorder{Client: c, APIReader: mgr.GetAPIReader(), Logs: reconciler.PodLogs{Pods: cs.CoreV1()},
+		Files: &reconciler.GitFiles{Client: c, Git: git}, Policies: policies,
+		Sources: sources, Store: store, Clock: clock.RealClock{}, Recorder: mgr.GetEventRecorder("tau-evidence"), Metrics: metrics, URL: eo.url}
+	if retention != (evidence.Retention{}) {
+		if err := mgr.Add(&reconciler.PruneEvidence{Store: store, Retention: retention, Interval: time.Hour, Clock: clock.RealClock{}}); err != nil {
+			return nil, err
+		}
+	}
+	if eo.addr != "0" {
+		page := &evidence.Server{Store: store, Runs: &reconciler.EvidenceRuns{Client: c}, Log: ctrl.Log.WithName("evidence")}
+		srv := &http.Server{Addr: eo.addr, Handler: page.Handler(), ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
+		if err := mgr.Add(httpRunnable{srv}); err != nil {
+			return nil, err
+		}
+	}
+	return rec, nil
+}
+
+func evidenceStore(eo evidenceOptions) (evidence.Store, error) {
+	if eo.s3.Bucket == "" {
+		return evidence.NewFileStore(eo.dir)
+	}
+	eo.s3.AccessKey, eo.s3.SecretKey = os.Getenv("AWS_ACCESS_KEY_ID"), os.Getenv("AWS_SECRET_ACCESS_KEY")
+	if eo.s3.AccessKey == "" || eo.s3.SecretKey == "" {
+		return nil, errors.New("--evidence-s3-bucket needs AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY in the environment")
+	}
+	return evidence.NewS3Store(eo.s3)
+}

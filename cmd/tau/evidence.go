@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/taugrid/taugrid/evidence"
+)
+
+type evidenceVerifyOptions struct {
+	statusOptions
+	Run string // namespace/name, to pick one run's bundles from a store directory
+}
+
+func newEvidenceCmd() *cobra.Command {
+	o := &statusOptions{}
+	cmd := &cobra.Command{
+		Use:   "evidence <run-id> | evidence verify ...",
+		Short: "Print a run's evidence page, or verify its evidence bundles",
+		Example: `  tau evidence r-20261130-101500-3f9a2c          # the link to the run's evidence page
+  tau evidence verify r-20261130-101500-3f9a2c   # recompute every digest, re-render the manifests`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			page, err := evidenceURLOf(cmd, o, args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), page)
+			return nil
+		},
+	}
+	sourceFlags(cmd, o)
+	cmd.AddCommand(newEvidenceVerifyCmd())
+	return cmd
+}
+
+func newEvidenceVerifyCmd() *cobra.Command {
+	o := &evidenceVerifyOptions{}
+	cmd := &cobra.Command{
+		Use:   "verify <run-id | evidence page URL | store directory>",
+		Short: "Recompute every digest of a run's evidence and re-render its manifests",
+		Long: `Verify reads a run's sealed evidence bundles, recomputes the sha256 of every
+artifact, and re-renders the Kubernetes manifests from the recorded tau file,
+policy files and render inputs, which must reproduce the recorded manifests
+byte for byte. It reads from the evidence page (a run id is looked up with
+the runs API, or your kubeconfig, for its evidence URL) or from a store
+directory.`,
+		Example: "  tau evidence verify r-20261130-1a2b\n  tau evidence verify https://tau.example/runs/team-a/research-1a2b\n" +
+			"  tau evidence verify /var/lib/taugrid/evidence --run team-a/research-1a2b",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runEvidenceVerify(cmd, o, args[0])
+		},
+	}
+	statusFlags(cmd, &o.statusOptions)
+	cmd.Flags().StringVar(&o.Run, "run", "", "namespace/name: verify only this run's bundles of a store directory")
+	return cmd
+}
+
+func runEvidenceVerify(cmd *cobra.Command, o *evidenceVerifyOptions, arg string) error {
+	ctx := contextOf(cmd)
+	var reports []*evidence.Report
+	var err error
+	switch {
+	case strings.HasPrefix(arg, "http://") || strings.HasPrefix(arg, "https://"):
+		reports, err = verifyPage(ctx, arg)
+	case isDir(arg):
+		reports, err = verifyStoreDir(ctx, arg, o.Run)
+	default:
+		var page string
+		if page, err = evidenceURLOf(cmd, &o.statusOptions, arg); err == nil {
+			reports, err = verifyPage(ctx, page)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if len(reports) == 0 {
+		return errors.New("no sealed evidence bundle found (bundles are sealed when an attempt ends)")
+	}
+	return printReports(cmd.OutOrStdout(), o.Output, reports)
+}
+
+func isDir(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+// evidenceURLOf finds a run through the API (or a kubeconfig) and returns
+// its evidence page.
+func evidenceURLOf(cmd *cobra.Command, o *statusOptions, id string) (string, error) {
+	src, err := openSource(o)
+	if err != nil {
+		return "", err
+	}
+	run, err := src.Get(contextOf(cmd), id)
+	if err != nil {
+		return "", err
+	}
+	if run.Status.EvidenceURL == "" {
+		return "", notFoundError{fmt.Errorf("run %s has no evidence page yet (it is sealed when an attempt ends, and needs the controller's --evidence-url)", id)}
+	}
+	return run.Status.EvidenceURL, nil
+}
+
+// verifyStoreDir verifies the bundles of a filesystem store, or of one run.
+func verifyStoreDir(ctx context.Context, dir, run string) ([]*evidence.Report, error) {
+	if _, err := os.Stat(filepath.Join(dir, "bundles")); err != nil {
+		return nil, fmt.Errorf("%s is not an evidence store (no bundles/ directory)", dir)
+	}
+	st := &evidence.FileStore{Root: dir}
+	ns, name, _ := strings.Cut(run, "/")
+	entries, err := st.Manifests(ctx, ns, name)
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(entries, func(a, b evidence.Entry) int { return strings.Compare(a.Path, b.Path) })
+	var reports []*evidence.Report
+	for _, e := range entries {
+		raw, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(e.Path)))
+		if err != nil {
+			return nil, err
+		}
+		reports = append(reports, evidence.Verify(ctx, raw, st))
+	}
+	return reports, nil
+}
+
+// pageBlobs reads artifacts through the evidence page of one run.
+type pageBlobs struct {
+	base, run string // scheme://host and /runs/<ns>/<name>
+	client    *http.Client
+}
+
+func (p *pageBlobs) Blob(ctx context.Context, digest string) ([]byte, error) {
+	return p.get(ctx, p.run+"/blobs/"+digest, "")
+}
+
+func (p *pageBlobs) get(ctx context.Context, path, accept string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.base+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+}
+
+// verifyPage verifies every bundle the evidence page lists.
+func verifyPage(ctx context.Context, page string) ([]*evidence.Report, error) {
+	u, err := url.Parse(page)
+	if err != nil {
+		return nil, err
+	}
+	p := &pageBlobs{base: u.Scheme + "://" + u.Host, run: strings.TrimSuffix(u.Path, ".json"), client: &http.Client{Timeout: 30 * time.Second}}
+	data, err := p.get(ctx, p.run, "application/json")
+	if err != nil {
+		return nil, err
+	}
+	var v evidence.View
+	if err := json.Unmarshal(data, &v); err != nil {
+		return nil, fmt.Errorf("%s is not an evidence page: %w", page, err)
+	}
+	var reports []*evidence.Report
+	for _, b := range v.Bundles {
+		raw, err := p.get(ctx, b.Manifest, "")
+		if err != nil {
+			return nil, err
+		}
+		r := evidence.Verify(ctx, raw, p)
+		if r.Digest != b.Digest {
+			r.Problems = append(r.Problems, fmt.Sprintf("the page lists digest %s, the manifest is %s", b.Digest, r.Digest))
+		}
+		reports = append(reports, r)
+	}
+	return reports, nil
+}
+
+func printReports(w io.Writer, format string, reports []*evidence.Report) error {
+	failed := slices.ContainsFunc(reports, func(r *evidence.Report) bool { return !r.OK() })
+	if format == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(map[string]any{"schema_version": 1, "verified": !failed, "bundles": reports}); err != nil {
+			return err
+		}
+	} else {
+		for _, r := range reports {
+			if r.OK() {
+				fmt.Fprintf(w, "%s %s: verified (%d artifacts, manifests reproduced byte for byte)\n", r.Key, r.Digest, r.Checked)
+				continue
+			}
+			fmt.Fprintf(w, "%s %s: FAILED\n", r.Key, r.Digest)
+			for _, p := range r.Problems {
+				fmt.Fprintf(w, "  %s\n", p)
+			}
+		}
+	}
+	if failed {
+		return reportedError{errors.New("evidence does not verify")}
+	}
+	return nil
+}

@@ -1,0 +1,104 @@
+package evidence
+
+import (
+	"context"
+	"image"
+	"image/color"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+)
+
+// chromium finds a headless-capable browser. Outside CI a missing browser
+// skips the test; in CI (CI=true) it fails it, as .ci/run installs one.
+func chromium(t *testing.T) string {
+	t.Helper()
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no chromium on PATH; CI must install it (apt-get install chromium)")
+	}
+	t.Skip("no chromium on PATH (apt-get install --no-install-recommends chromium)")
+	return ""
+}
+
+// browse runs headless chromium with a fresh profile and no network chatter.
+func browse(t *testing.T, bin string, args ...string) []byte {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+		"--disable-background-networking", "--disable-component-update", "--disable-sync",
+		"--user-data-dir=" + t.TempDir(), "--window-size=1280,1500", "--hide-scrollbars"}
+	cmd := exec.CommandContext(ctx, bin, append(base, args...)...)
+	cmd.Stderr = nil
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("chromium %v: %v", args, err)
+	}
+	return out
+}
+
+func TestThePageRendersInABrowserWithItsStatusAndTimelineVisible(t *testing.T) {
+	bin := chromium(t)
+	live := &Live{Run: liveRun("research-1a2b", taugridv1.PhaseSucceeded), RepositoryURL: "https://github.com/acme/research.git"}
+	srv, _ := pageServer(t, liveRuns{"team-a/research-1a2b": live})
+	url := srv.URL + "/runs/team-a/research-1a2b"
+
+	dom := string(browse(t, bin, "--dump-dom", url))
+	for _, want := range []string{`id="status"`, ">Succeeded<", `id="timeline"`, "Queued · 12m 0s", "epoch 2 loss 0.12"} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the rendered DOM lacks %q", want)
+		}
+	}
+
+	shot := filepath.Join(t.ArtifactDir(), "evidence-page.png")
+	browse(t, bin, "--screenshot="+shot, url)
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%dx%d)", shot, img.Bounds().Dx(), img.Bounds().Dy())
+	// The status badge (green) sits in the header; the timeline bar shows
+	// the queue wait (amber) and the run (blue) below it.
+	header := image.Rect(0, 0, img.Bounds().Dx(), 120)
+	if n := pixels(img, header, color.RGBA{0x1a, 0x7f, 0x37, 0xff}); n < 200 {
+		t.Errorf("the green status badge is not visible in the header (%d pixels)", n)
+	}
+	for name, c := range map[string]color.RGBA{"queued (amber)": {0x9a, 0x67, 0x00, 0xff}, "admitted (blue)": {0x09, 0x69, 0xda, 0xff}} {
+		if n := pixels(img, img.Bounds(), c); n < 500 {
+			t.Errorf("the timeline's %s segment is not visible (%d pixels)", name, n)
+		}
+	}
+}
+
+// pixels counts the pixels of r close to c.
+func pixels(img image.Image, r image.Rectangle, c color.RGBA) int {
+	n := 0
+	r = r.Intersect(img.Bounds())
+	for y := r.Min.Y; y < r.Max.Y; y++ {
+		for x := r.Min.X; x < r.Max.X; x++ {
+			cr, cg, cb, _ := img.At(x, y).RGBA()
+			if near(cr>>8, c.R) && near(cg>>8, c.G) && near(cb>>8, c.B) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func near(a uint32, b uint8) bool { return int(a)-int(b) < 8 && int(b)-int(a) < 8 }

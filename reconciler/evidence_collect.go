@@ -1,0 +1,621 @@
+package reconciler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"testing/fstest"
+	"time"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/evidence"
+	"github.com/taugrid/taugrid/render"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+)
+
+// maxEvents bounds the events a bundle keeps: the newest.
+const maxEvents = 200
+
+// collection is what one attempt's bundle is built from.
+type collection struct {
+	run     *taugridv1.TauRun
+	attempt int
+	repo    *taugridv1.TauRepository
+	owner   client.Object // the attempt's Job or RayJob; nil when gone
+	rec     *evidence.Record
+	bundle  *evidence.Bundle
+	objs    []client.Object // what the attempt rendered
+	masker  *evidence.Masker
+}
+
+// sealAttempt collects and stores the bundle of attempt n; it returns the
+// bundle's digest, or "" when it was sealed before. Only storing can fail:
+// whatever the cluster no longer shows is noted in the bundle.
+func (e *EvidenceRecorder) sealAttempt(ctx context.Context, run *taugridv1.TauRun, n int) (string, error) {
+	key := evidence.Key{Namespace: run.Namespace, Run: run.Name, Attempt: n}
+	if has, err := evidence.Has(ctx, e.Store, key); err != nil || has {
+		return "", err
+	}
+	c, err := e.collect(ctx, run, n)
+	if err != nil {
+		return "", err
+	}
+	sealed, err := c.bundle.Seal(e.Clock.Now())
+	if err != nil {
+		return "", err
+	}
+	if err := evidence.Write(ctx, e.Store, sealed); err != nil {
+		return "", err
+	}
+	return sealed.Digest(), nil
+}
+
+func (e *EvidenceRecorder) collect(ctx context.Context, run *taugridv1.TauRun, n int) (*collection, error) {
+	c := &collection{run: run, attempt: n, rec: &evidence.Record{}, masker: evidence.NewMasker()}
+	c.bundle = evidence.NewBundle(evidence.Key{Namespace: run.Namespace, Run: run.Name, Attempt: n}, outcome(run, n))
+	for _, step := range []func(context.Context, *collection) error{
+		e.collectRun, e.collectInputs, e.collectSecrets, e.collectKueue, e.collectPods, e.collectEvents, e.collectLogs,
+	} {
+		if err := step(ctx, c); err != nil {
+			return nil, err
+		}
+	}
+	c.stampAttempt(e.Clock.Now())
+	c.maskRecord()
+	data, err := json.MarshalIndent(c.rec, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	// A last pass over the serialised record, for secrets in fields no step
+	// thought of; kept only if the JSON survives it.
+	if masked := c.masker.MaskBytes(data); json.Valid(masked) {
+		data = masked
+	}
+	c.bundle.Add(evidence.ArtifactRecord, evidence.MediaJSON, append(data, '\n'))
+	return c, nil
+}
+
+// stampAttempt fills in the attempt's times where the status has none: it
+// started when its workload was created and ended by the seal at the latest.
+func (c *collection) stampAttempt(now time.Time) {
+	a := &c.rec.Attempts[c.attempt-1]
+	if start := attemptStart(c); a.Start == nil && !start.IsZero() {
+		start = start.UTC()
+		a.Start = &start
+	}
+	if a.End == nil {
+		end := now.UTC()
+		if n := len(c.run.Status.Phases); n > 0 && final(c.run.Status.Phase) {
+			end = c.run.Status.Phases[n-1].Time.UTC()
+		}
+		a.End = &end
+	}
+}
+
+// outcome names how attempt n ended.
+func outcome(run *taugridv1.TauRun, n int) string {
+	a := run.Status.Attempts[n-1]
+	switch {
+	case n < len(run.Status.Attempts) || (a.FailureClass != "" && !final(run.Status.Phase)):
+		return "Retried"
+	case final(run.Status.Phase):
+		return string(run.Status.Phase)
+	case a.FailureClass != "":
+		return string(taugridv1.PhaseFailed)
+	}
+	return "Ended"
+}
+
+// note records what could not be collected.
+func (c *collection) note(format string, args ...any) {
+	c.rec.Notes = append(c.rec.Notes, fmt.Sprintf(format, args...))
+}
+
+// collectRun records the run, its trigger, phases and attempts, and finds
+// its repository and the attempt's workload.
+func (e *EvidenceRecorder) collectRun(ctx context.Context, c *collection) error {
+	run := c.run
+	c.rec.Run = evidence.RunInfo{Namespace: run.Namespace, Name: run.Name, Repository: run.Spec.Repository,
+		Target: run.Spec.Target, Commit: run.Spec.Commit, Phase: string(run.Status.Phase), Message: run.Status.Message}
+	c.rec.Trigger = evidence.TriggerOf(run)
+	c.rec.Inputs = evidence.InputsOf(run)
+	c.rec.Phases = evidence.PhaseSpans(run.Status.Phases, e.Clock.Now(), false)
+	c.rec.Attempts = evidence.AttemptInfos(run.Status.Attempts[:c.attempt])
+	repo := &taugridv1.TauRepository{}
+	switch err := e.Client.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Repository}, repo); {
+	case err == nil:
+		c.repo = repo
+		c.rec.Run.RepositoryURL = evidence.StripCredentials(repo.Spec.URL)
+	case apierrors.IsNotFound(err):
+		c.note("repository %s is gone", run.Spec.Repository)
+	default:
+		return err
+	}
+	name := run.Status.Attempts[c.attempt-1].Workload
+	for _, owner := range []client.Object{&batchv1.Job{}, &rayv1.RayJob{}} {
+		switch err := e.reader().Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: name}, owner); {
+		case err == nil:
+			c.owner = owner
+			return nil
+		case !apierrors.IsNotFound(err):
+			return err
+		}
+	}
+	c.note("workload %s is gone", name)
+	return nil
+}
+
+func (e *EvidenceRecorder) reader() client.Reader {
+	if e.APIReader != nil {
+		return e.APIReader
+	}
+	return e.Client
+}
+
+// collectInputs stores the tau file, the policy files at the commit the
+// attempt was rendered under, the render inputs and the manifests they
+// render to, byte for byte as submitted.
+func (e *EvidenceRecorder) collectInputs(ctx context.Context, c *collection) error {
+	run := c.run
+	if c.repo == nil {
+		return nil
+	}
+	file := render.TargetFile(run.Spec.Target)
+	data, err := e.Files.ReadFile(ctx, c.repo, run.Spec.Trigger.Ref, run.Spec.Commit, file)
+	if err != nil {
+		c.note("reading %s at %s: %v", file, run.Spec.Commit, err)
+		return nil
+	}
+	commit := run.Status.PolicyCommit
+	if c.owner != nil && c.owner.GetAnnotations()[render.AnnotationPolicyCommit] != "" {
+		commit = c.owner.GetAnnotations()[render.AnnotationPolicyCommit]
+	}
+	c.rec.Inputs.PolicyCommit = commit
+	policy, err := e.Policies.PolicyFiles(ctx, c.repo.Spec.Platform, commit)
+	if err != nil {
+		c.note("reading the policy at %s: %v", commit, err)
+		return nil
+	}
+	in, err := e.renderInputs(c, file, data, policy, commit)
+	if err != nil {
+		c.note("rendering attempt %d again: %v", c.attempt, err)
+		return nil
+	}
+	c.bundle.Add(evidence.PrefixTauFile+file, evidence.MediaYAML, data)
+	for name, d := range policy {
+		c.bundle.Add(evidence.PrefixPolicy+name, evidence.MediaYAML, d)
+	}
+	return c.bundle.AddJSON(evidence.ArtifactRenderInputs, in)
+}
+
+// renderInputs rebuilds what the run reconciler's plan gave attempt n:
+// the same meta (avoided nodes and retry reason from the attempts before
+// it, the checkpoint it resumed from, the source it fetched).
+func (e *EvidenceRecorder) renderInputs(c *collection, file string, data []byte, policy map[string][]byte, commit string) (*evidence.RenderInputs, error) {
+	run := c.run
+	rc, err := render.LoadConfigWithOverrides(file, data, run.Spec.Trigger.Overrides)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := render.LoadPolicy(mapFS(policy))
+	if err != nil {
+		return nil, err
+	}
+	tenant := pol.TenantForNamespace(run.Namespace)
+	if tenant == nil {
+		return nil, fmt.Errorf("namespace %s is no tenant's in the policy at %s", run.Namespace, commit)
+	}
+	earlier := run.DeepCopy()
+	earlier.Status.Attempts = earlier.Status.Attempts[:c.attempt-1]
+	meta := render.Run{Name: run.Name, Repository: run.Spec.Repository, Commit: run.Spec.Commit, Target: run.Spec.Target,
+		Attempt: c.attempt, PolicyCommit: commit, AvoidNodes: avoidedNodes(earlier)}
+	if c.attempt > 1 {
+		meta.RetryReason = run.Status.Attempts[c.attempt-2].FailureClass
+		meta.Resume = true
+	}
+	if e.Sources != nil {
+		meta.Source = e.Sources.SourceLocation(run)
+	}
+	in := &evidence.RenderInputs{TauFile: file, Overrides: run.Spec.Trigger.Overrides, Tenant: tenant.Name, Run: meta}
+	objs, err := render.RenderConfig(rc, pol, tenant.Name, meta)
+	if err != nil {
+		return nil, err
+	}
+	manifests, err := render.Marshal(objs, render.FormatYAML)
+	if err != nil {
+		return nil, err
+	}
+	c.objs = objs
+	c.bundle.Add(evidence.ArtifactManifests, evidence.MediaYAML, manifests)
+	c.rec.Checkpoints = checkpointsOf(objs, rc, meta)
+	c.rec.Metrics = &evidence.Metrics{File: envOf(objs, "TAU_OUTPUT_DIR") + "/metrics.jsonl"}
+	return in, nil
+}
+
+func checkpointsOf(objs []client.Object, rc *render.RunConfig, meta render.Run) evidence.Checkpoints {
+	return evidence.Checkpoints{PVC: rc.Storage.DataPVC, Dir: envOf(objs, "TAU_CHECKPOINT_DIR"), ResumeFrom: envOf(objs, "TAU_RESUME_FROM")}
+}
+
+// envOf reads a variable of the workload's main container.
+func envOf(objs []client.Object, name string) string {
+	for _, spec := range podSpecs(objs) {
+		for _, ctr := range spec.Containers {
+			for _, v := range ctr.Env {
+				if v.Name == name {
+					return v.Value
+				}
+			}
+		}
+	}
+	return ""
+}
+
+func podSpecs(objs []client.Object) []*corev1.PodSpec {
+	var out []*corev1.PodSpec
+	for _, o := range objs {
+		switch w := o.(type) {
+		case *batchv1.Job:
+			out = append(out, &w.Spec.Template.Spec)
+		case *rayv1.RayJob:
+			if rc := w.Spec.RayClusterSpec; rc != nil {
+				out = append(out, &rc.HeadGroupSpec.Template.Spec)
+				for i := range rc.WorkerGroupSpecs {
+					out = append(out, &rc.WorkerGroupSpecs[i].Template.Spec)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// collectSecrets reads every Secret the attempt's pods reference, so their
+// values are masked everywhere in the bundle.
+func (e *EvidenceRecorder) collectSecrets(ctx context.Context, c *collection) error {
+	names := map[string]bool{}
+	specs := podSpecs(c.objs)
+	var pods corev1.PodList
+	if err := e.Client.List(ctx, &pods, client.InNamespace(c.run.Namespace), attemptPods(c)); err != nil {
+		return err
+	}
+	for i := range pods.Items {
+		specs = append(specs, &pods.Items[i].Spec)
+	}
+	for _, s := range specs {
+		secretNames(s, names)
+	}
+	var values []string
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		s := &corev1.Secret{}
+		if err := e.reader().Get(ctx, types.NamespacedName{Namespace: c.run.Namespace, Name: name}, s); err != nil {
+			c.note("could not read secret %s to mask its values (token-looking strings are still masked): %v", name, apierrors.ReasonForError(err))
+			continue
+		}
+		for _, v := range s.Data {
+			values = append(values, string(v))
+		}
+		for _, v := range s.StringData {
+			values = append(values, v)
+		}
+	}
+	c.masker = evidence.NewMasker(values...)
+	return nil
+}
+
+func attemptPods(c *collection) client.MatchingLabels {
+	return client.MatchingLabels{render.LabelRun: c.run.Name, render.LabelAttempt: strconv.Itoa(c.attempt)}
+}
+
+// secretNames adds every Secret a pod spec names: env, envFrom, volumes
+// and image pull secrets.
+func secretNames(s *corev1.PodSpec, names map[string]bool) {
+	for _, ctr := range append(append([]corev1.Container(nil), s.InitContainers...), s.Containers...) {
+		for _, v := range ctr.Env {
+			if v.ValueFrom != nil && v.ValueFrom.SecretKeyRef != nil {
+				names[v.ValueFrom.SecretKeyRef.Name] = true
+			}
+		}
+		for _, f := range ctr.EnvFrom {
+			if f.SecretRef != nil {
+				names[f.SecretRef.Name] = true
+			}
+		}
+	}
+	for _, v := range s.Volumes {
+		if v.Secret != nil {
+			names[v.Secret.SecretName] = true
+		}
+		if v.Projected != nil {
+			for _, src := range v.Projected.Sources {
+				if src.Secret != nil {
+					names[src.Secret.Name] = true
+				}
+			}
+		}
+	}
+	for _, r := range s.ImagePullSecrets {
+		names[r.Name] = true
+	}
+}
+
+// collectKueue records the Workload's conditions, queue and flavors.
+func (e *EvidenceRecorder) collectKueue(ctx context.Context, c *collection) error {
+	if c.owner == nil {
+		return nil
+	}
+	var wls kueue.WorkloadList
+	if err := e.Client.List(ctx, &wls, client.InNamespace(c.run.Namespace), client.MatchingLabels{kueueJobUID: string(c.owner.GetUID())}); err != nil {
+		return err
+	}
+	for i := range wls.Items {
+		if metav1.IsControlledBy(&wls.Items[i], c.owner) {
+			c.rec.Kueue = kueueTimeline(&wls.Items[i])
+		}
+	}
+	if c.rec.Kueue == nil {
+		c.note("Kueue's workload for %s is gone", c.owner.GetName())
+	}
+	return nil
+}
+
+func kueueTimeline(wl *kueue.Workload) *evidence.KueueTimeline {
+	k := &evidence.KueueTimeline{Workload: wl.Name, Queue: string(wl.Spec.QueueName)}
+	if a := wl.Status.Admission; a != nil {
+		k.ClusterQueue = string(a.ClusterQueue)
+		k.Flavors = map[string]string{}
+		for _, ps := range a.PodSetAssignments {
+			for res, fl := range ps.Flavors {
+				k.Flavors[string(ps.Name)+"/"+string(res)] = string(fl)
+			}
+		}
+	}
+	for _, cond := range wl.Status.Conditions {
+		k.Conditions = append(k.Conditions, evidence.Condition{Type: cond.Type, Status: string(cond.Status), Reason: cond.Reason,
+			Message: cond.Message, Time: cond.LastTransitionTime.UTC()})
+	}
+	slices.SortStableFunc(k.Conditions, func(a, b evidence.Condition) int { return a.Time.Compare(b.Time) })
+	return k
+}
+
+// collectPods records how each container of the attempt ended, and the
+// nodes with their GPU health.
+func (e *EvidenceRecorder) collectPods(ctx context.Context, c *collection) error {
+	var pods corev1.PodList
+	if err := e.Client.List(ctx, &pods, client.InNamespace(c.run.Namespace), attemptPods(c)); err != nil {
+		return err
+	}
+	slices.SortFunc(pods.Items, func(a, b corev1.Pod) int { return compareStrings(a.Name, b.Name) })
+	nodes := map[string]bool{}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		c.rec.Pods = append(c.rec.Pods, podRecord(p))
+		if p.Spec.NodeName != "" {
+			nodes[p.Spec.NodeName] = true
+		}
+	}
+	if len(pods.Items) == 0 {
+		c.note("no pod of attempt %d is left to inspect", c.attempt)
+	}
+	for _, name := range c.rec.Attempts[c.attempt-1].Nodes {
+		nodes[name] = true
+	}
+	start := attemptStart(c)
+	for _, name := range slices.Sorted(maps.Keys(nodes)) {
+		rec, err := e.nodeRecord(ctx, name, start)
+		if err != nil {
+			return err
+		}
+		c.rec.Nodes = append(c.rec.Nodes, rec)
+	}
+	return nil
+}
+
+func compareStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// attemptStart is when the attempt was submitted: its start time, or its
+// workload's creation.
+func attemptStart(c *collection) time.Time {
+	if s := c.run.Status.Attempts[c.attempt-1].StartTime; s != nil {
+		return s.Time
+	}
+	if c.owner != nil {
+		return c.owner.GetCreationTimestamp().Time
+	}
+	return time.Time{}
+}
+
+func podRecord(p *corev1.Pod) evidence.PodRecord {
+	r := evidence.PodRecord{Name: p.Name, Node: p.Spec.NodeName, Phase: string(p.Status.Phase), Reason: p.Status.Reason}
+	add := func(statuses []corev1.ContainerStatus, init bool) {
+		for _, cs := range statuses {
+			cr := evidence.ContainerRecord{Name: cs.Name, Init: init, Restarts: cs.RestartCount}
+			if t := cs.State.Terminated; t != nil {
+				cr.ExitCode, cr.Reason, cr.Message = ptr.To(t.ExitCode), t.Reason, t.Message
+				started, finished := t.StartedAt.UTC(), t.FinishedAt.UTC()
+				if !t.StartedAt.IsZero() {
+					cr.Started = &started
+				}
+				if !t.FinishedAt.IsZero() {
+					cr.Finished = &finished
+				}
+			} else if w := cs.State.Waiting; w != nil {
+				cr.Reason, cr.Message = w.Reason, w.Message
+			}
+			r.Containers = append(r.Containers, cr)
+		}
+	}
+	add(p.Status.InitContainerStatuses, true)
+	add(p.Status.ContainerStatuses, false)
+	return r
+}
+
+// nodeRecord reads a node's TauGPUHealthy condition and what it was when
+// the attempt started: a condition that last changed after the start had
+// the other status before.
+func (e *EvidenceRecorder) nodeRecord(ctx context.Context, name string, start time.Time) (evidence.NodeRecord, error) {
+	rec := evidence.NodeRecord{Name: name, GPUHealthyAtStart: "not reported"}
+	n := &corev1.Node{}
+	switch err := e.Client.Get(ctx, types.NamespacedName{Name: name}, n); {
+	case apierrors.IsNotFound(err):
+		rec.Gone = true
+		return rec, nil
+	case err != nil:
+		return rec, err
+	}
+	for _, cond := range n.Status.Conditions {
+		if string(cond.Type) != gpuHealthyCondition {
+			continue
+		}
+		rec.GPUHealthy = &evidence.Condition{Type: string(cond.Type), Status: string(cond.Status), Reason: cond.Reason,
+			Message: cond.Message, Time: cond.LastTransitionTime.UTC()}
+		rec.GPUHealthyAtStart = string(cond.Status)
+		if !start.IsZero() && cond.LastTransitionTime.After(start) {
+			rec.GPUHealthyAtStart = healthBefore(cond.Status)
+		}
+	}
+	return rec, nil
+}
+
+func healthBefore(now corev1.ConditionStatus) string {
+	switch now {
+	case corev1.ConditionFalse:
+		return "True (turned False during the attempt)"
+	case corev1.ConditionTrue:
+		return "not True (turned True during the attempt)"
+	}
+	return "unknown (changed during the attempt)"
+}
+
+// collectEvents records the newest events about the run, its workloads and
+// its pods.
+func (e *EvidenceRecorder) collectEvents(ctx context.Context, c *collection) error {
+	about := map[string]bool{c.run.Name: true, c.run.Status.Attempts[c.attempt-1].Workload: true}
+	if c.rec.Kueue != nil {
+		about[c.rec.Kueue.Workload] = true
+	}
+	for _, p := range c.rec.Pods {
+		about[p.Name] = true
+	}
+	if e.APIReader == nil {
+		c.note("events not recorded: no API reader")
+		return nil
+	}
+	for _, name := range slices.Sorted(maps.Keys(about)) {
+		// One field-selected list per object, never all of a busy namespace.
+		var list corev1.EventList
+		if err := e.APIReader.List(ctx, &list, client.InNamespace(c.run.Namespace), client.MatchingFields{"involvedObject.name": name},
+			client.Limit(maxEvents)); err != nil {
+			c.note("listing events of %s: %v", name, apierrors.ReasonForError(err))
+			continue
+		}
+		for _, ev := range list.Items {
+			c.rec.Events = append(c.rec.Events, evidence.EventRecord{Time: eventTime(&ev), Type: ev.Type, Reason: ev.Reason,
+				Object: ev.InvolvedObject.Kind + "/" + ev.InvolvedObject.Name, Message: ev.Message, Count: ev.Count})
+		}
+	}
+	slices.SortStableFunc(c.rec.Events, func(a, b evidence.EventRecord) int { return a.Time.Compare(b.Time) })
+	if n := len(c.rec.Events); n > maxEvents {
+		c.rec.Events = c.rec.Events[n-maxEvents:]
+	}
+	return nil
+}
+
+func eventTime(ev *corev1.Event) time.Time {
+	for _, t := range []time.Time{ev.LastTimestamp.Time, ev.EventTime.Time, ev.FirstTimestamp.Time, ev.CreationTimestamp.Time} {
+		if !t.IsZero() {
+			return t.UTC()
+		}
+	}
+	return time.Time{}
+}
+
+// collectLogs stores the masked, bounded tail of every container's log and
+// scans it, with the termination message, for metrics records.
+func (e *EvidenceRecorder) collectLogs(ctx context.Context, c *collection) error {
+	if c.rec.Metrics == nil {
+		c.rec.Metrics = &evidence.Metrics{}
+	}
+	for _, p := range c.rec.Pods {
+		for _, ctr := range p.Containers {
+			c.rec.Metrics.ScanMetrics([]byte(c.masker.Mask(ctr.Message)))
+			if e.Logs == nil {
+				continue
+			}
+			tail := e.logTail(ctx, c, p.Name, ctr.Name)
+			c.rec.Logs = append(c.rec.Logs, tail)
+		}
+	}
+	return nil
+}
+
+func (e *EvidenceRecorder) logTail(ctx context.Context, c *collection, pod, container string) evidence.LogTail {
+	t := evidence.LogTail{Pod: pod, Container: container, Artifact: evidence.PrefixLogs + pod + "/" + container + ".log"}
+	// At most evidence.TailLines lines and evidence.ReadLimit bytes, however
+	// much the container wrote.
+	rc, err := e.Logs.Logs(ctx, c.run.Namespace, pod, &corev1.PodLogOptions{
+		Container: container, TailLines: ptr.To(int64(evidence.TailLines)), LimitBytes: ptr.To(int64(evidence.ReadLimit))})
+	if err != nil {
+		t.Error = "log not available: " + c.masker.Mask(err.Error())
+		return t
+	}
+	defer rc.Close()
+	data, truncated, err := evidence.Tail(rc, c.masker, c.rec.Metrics)
+	if err != nil {
+		t.Error = "log cut short: " + c.masker.Mask(err.Error())
+	}
+	t.Bytes, t.Truncated = len(data), truncated
+	c.bundle.Add(t.Artifact, evidence.MediaText, data)
+	return t
+}
+
+// maskRecord masks every free text of the record.
+func (c *collection) maskRecord() {
+	m, rec := c.masker, c.rec
+	rec.Run.Message = m.Mask(rec.Run.Message)
+	for i := range rec.Attempts {
+		rec.Attempts[i].Reason = m.Mask(rec.Attempts[i].Reason)
+	}
+	for k, v := range rec.Trigger.Overrides {
+		rec.Trigger.Overrides[k] = m.Mask(v)
+	}
+	for i := range rec.Events {
+		rec.Events[i].Message = m.Mask(rec.Events[i].Message)
+	}
+	for i := range rec.Pods {
+		for j := range rec.Pods[i].Containers {
+			rec.Pods[i].Containers[j].Message = m.Mask(rec.Pods[i].Containers[j].Message)
+		}
+	}
+	if rec.Kueue != nil {
+		for i := range rec.Kueue.Conditions {
+			rec.Kueue.Conditions[i].Message = m.Mask(rec.Kueue.Conditions[i].Message)
+		}
+	}
+}
+
+// mapFS serves policy files to render.LoadPolicy.
+func mapFS(files map[string][]byte) fstest.MapFS {
+	fsys := fstest.MapFS{}
+	for name, data := range files {
+		fsys[name] = &fstest.MapFile{Data: data}
+	}
+	return fsys
+}

@@ -1,0 +1,390 @@
+package reconciler
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/evidence"
+	"github.com/taugrid/taugrid/render"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/yaml"
+)
+
+// The secret a run's environment takes from a Secret, and its log echoes.
+const hfToken = "hf-secret-value-0123456789"
+
+// fakeKubelet serves container logs the way a kubelet does, so the API
+// server's pods/log proxy (and the controller's TailLines/LimitBytes)
+// work as in a cluster; a node pointing at it is created.
+type fakeKubelet struct {
+	node  string
+	logs  map[string]string // "<pod>/<container>" -> log
+	asked chan string       // the query of each request
+}
+
+func newFakeKubelet(t *testing.T, node string) *fakeKubelet {
+	t.Helper()
+	k := &fakeKubelet{node: node, logs: map[string]string{}, asked: make(chan string, 16)}
+	srv := httptest.NewTLSServer(http.HandlerFunc(k.serve))
+	t.Cleanup(srv.Close)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "https://"))
+	p, _ := strconv.Atoi(port)
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	if err := k8s.Create(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
+	n.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(p)
+	n.Status.Conditions = []corev1.NodeCondition{{Type: gpuHealthyCondition, Status: corev1.ConditionTrue, Reason: "Healthy",
+		Message: "8 GPUs healthy", LastTransitionTime: metav1.NewTime(time.Now().Add(-time.Hour))}}
+	if err := k8s.Status().Update(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// serve answers /containerLogs/<ns>/<pod>/<container>, honouring
+// limitBytes as the kubelet does.
+func (k *fakeKubelet) serve(w http.ResponseWriter, r *http.Request) {
+	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/containerLogs/"), "/")
+	if len(parts) != 3 {
+		http.NotFound(w, r)
+		return
+	}
+	select {
+	case k.asked <- r.URL.RawQuery:
+	default:
+	}
+	log, ok := k.logs[parts[1]+"/"+parts[2]]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	if lb, err := strconv.Atoi(r.URL.Query().Get("limitBytes")); err == nil && lb < len(log) {
+		log = log[:lb]
+	}
+	fmt.Fprint(w, log)
+}
+
+type evidenceFixture struct {
+	*runFixture
+	store    *evidence.FileStore
+	recorder *EvidenceRecorder
+	kubelet  *fakeKubelet
+}
+
+func newEvidenceFixture(t *testing.T, prefix string) *evidenceFixture {
+	t.Helper()
+	f := newRunFixture(t, prefix)
+	st, err := evidence.NewFileStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &EvidenceRecorder{Client: k8s, APIReader: k8s, Logs: PodLogs{Pods: cs.CoreV1()}, Files: f.runRec.Files,
+		Policies: f.runRec.Policies.(*PolicyStore), Sources: &Sources{BaseURL: "http://tau-controller:9090", FetchImage: "tau:v1"},
+		Store: st, Clock: f.runRec.Clock, Recorder: events.NewFakeRecorder(100), URL: "https://tau.example/"}
+	f.runRec.Evidence = rec
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hf", Namespace: f.ns}, StringData: map[string]string{"token": hfToken}}
+	if err := k8s.Create(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	f.research.edit("tau.yaml", "    PYTHONUNBUFFERED: \"1\"\n", "    PYTHONUNBUFFERED: \"1\"\n  env_secret:\n    HF_TOKEN: \"hf:token\"\n")
+	f.research.commit("read the Hugging Face token from a Secret")
+	return &evidenceFixture{runFixture: f, store: st, recorder: rec, kubelet: newFakeKubelet(t, prefix+"-gpu-1")}
+}
+
+// startedPod records the attempt's pod on the fake kubelet's node, its
+// main container ended with code and message, and its log.
+func (f *evidenceFixture) startedPod(t *testing.T, run string, code int32, log string) string {
+	t.Helper()
+	name := run + "-1-xyz12"
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns, Labels: map[string]string{render.LabelRun: run, render.LabelAttempt: "1",
+			render.LabelManagedBy: render.ManagedBy}},
+		Spec: corev1.PodSpec{NodeName: f.kubelet.node, Containers: []corev1.Container{{Name: "main", Image: "python:3.12-slim",
+			Env: []corev1.EnvVar{{Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "hf"}, Key: "token"}}}}}}},
+	}
+	if err := k8s.Create(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	now := metav1.Now()
+	pod.Status.Phase = corev1.PodSucceeded
+	if code != 0 {
+		pod.Status.Phase = corev1.PodFailed
+	}
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+		ExitCode: code, Reason: map[bool]string{true: "Completed", false: "Error"}[code == 0], StartedAt: now, FinishedAt: now,
+		Message: `TAU_METRIC {"final_loss": 0.05}`}}}}
+	if err := k8s.Status().Update(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	f.kubelet.logs[name+"/main"] = log
+	return name
+}
+
+// bundle reads and verifies the sealed bundle of attempt 1.
+func (f *evidenceFixture) bundle(t *testing.T, run string) (*evidence.Manifest, *evidence.Record, map[string][]byte) {
+	t.Helper()
+	ctx := context.Background()
+	raw, err := f.store.Manifest(ctx, evidence.Key{Namespace: f.ns, Run: run, Attempt: 1})
+	if err != nil {
+		t.Fatalf("no sealed bundle for %s: %v", run, err)
+	}
+	if r := evidence.Verify(ctx, raw, f.store); !r.OK() || !r.Reproduced {
+		t.Fatalf("the bundle does not verify: %+v", r)
+	}
+	m, _ := evidence.ParseManifest(raw)
+	content := map[string][]byte{}
+	for _, a := range m.Artifacts {
+		content[a.Name], _ = f.store.Blob(ctx, a.SHA256)
+	}
+	rec := &evidence.Record{}
+	if err := yaml.Unmarshal(content[evidence.ArtifactRecord], rec); err != nil {
+		t.Fatal(err)
+	}
+	return m, rec, content
+}
+
+// noSecretIn fails when the token appears in any stored file.
+func (f *evidenceFixture) noSecretIn(t *testing.T) {
+	t.Helper()
+	err := filepath.WalkDir(f.store.Root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if bytes.Contains(data, []byte(hfToken)) {
+			t.Errorf("%s holds the secret", p)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestASucceededRunLeavesAVerifiableBundleWithItsSecretMasked(t *testing.T) {
+	f := newEvidenceFixture(t, "ev1")
+	f.research.tag("run/evidence")
+	f.poll(t)
+	run := f.runOf(t, "refs/tags/run/evidence")
+	f.reconcileRun(t, run.Name, taugridv1.PhaseAdmitted)
+	log := "loading\nHF_TOKEN=" + hfToken + "\nTAU_METRIC {\"step\": 1, \"loss\": 0.5}\nTAU_METRIC garbage\nTAU_METRIC {\"step\": 2, \"loss\": 0.25}\ndone\n"
+	pod := f.startedPod(t, run.Name, 0, log)
+	completeJob(t, f.ns, render.WorkloadName(run.Name, 1))
+	done := f.reconcileRun(t, run.Name, taugridv1.PhaseSucceeded)
+
+	if want := "https://tau.example/runs/" + f.ns + "/" + run.Name; done.Status.EvidenceURL != want {
+		t.Errorf("evidenceURL = %q, want %q", done.Status.EvidenceURL, want)
+	}
+	if c := apimeta.FindStatusCondition(done.Status.Conditions, ConditionEvidence); c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "sha256:") {
+		t.Errorf("EvidenceSealed = %+v, want True naming the digest", c)
+	}
+	m, rec, content := f.bundle(t, run.Name)
+	if m.Outcome != "Succeeded" || rec.Run.Phase != "Succeeded" || rec.Trigger.Ref != "refs/tags/run/evidence" || rec.Inputs.PolicyCommit == "" {
+		t.Errorf("bundle outcome %s, record run %+v trigger %+v inputs %+v", m.Outcome, rec.Run, rec.Trigger, rec.Inputs)
+	}
+	if q := <-f.kubelet.asked; !strings.Contains(q, "tailLines=500") || !strings.Contains(q, "limitBytes=262144") {
+		t.Errorf("the log was asked for with %q, want tailLines and limitBytes", q)
+	}
+	logArtifact := evidence.PrefixLogs + pod + "/main.log"
+	if got := string(content[logArtifact]); !strings.Contains(got, "HF_TOKEN=****") || !strings.Contains(got, "done") {
+		t.Errorf("log tail = %q, want the token masked", got)
+	}
+	if mt := rec.Metrics; mt == nil || mt.Records != 3 || mt.Skipped != 1 || mt.Keys["loss"].Last != 0.25 || mt.Keys["final_loss"].Count != 1 {
+		t.Errorf("metrics = %+v, want 3 records (2 from the log, 1 from the termination message) and 1 skipped", rec.Metrics)
+	}
+	if len(rec.Nodes) != 1 || rec.Nodes[0].GPUHealthyAtStart != "True" || rec.Kueue == nil || rec.Kueue.ClusterQueue == "" || len(rec.Kueue.Flavors) == 0 {
+		t.Errorf("nodes %+v kueue %+v, want the healthy node and the admission with its flavor", rec.Nodes, rec.Kueue)
+	}
+	if !slices.ContainsFunc(rec.Events, func(e evidence.EventRecord) bool { return strings.HasPrefix(e.Object, "Workload/") }) {
+		t.Errorf("events = %+v, want Kueue's events about the workload", rec.Events)
+	}
+	if a := rec.Attempts[0]; a.Start == nil || a.End == nil { // the fixture's fake clock makes their order meaningless
+		t.Errorf("attempt = %+v, want its start and end", a)
+	}
+	if len(rec.Pods) != 1 || *rec.Pods[0].Containers[0].ExitCode != 0 {
+		t.Errorf("pods = %+v", rec.Pods)
+	}
+	f.noSecretIn(t)
+
+	t.Run("the recorded manifests are what was submitted", func(t *testing.T) {
+		live := &batchv1.Job{}
+		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: f.ns, Name: render.WorkloadName(run.Name, 1)}, live); err != nil {
+			t.Fatal(err)
+		}
+		recorded := &batchv1.Job{}
+		if err := yaml.Unmarshal(content[evidence.ArtifactManifests], recorded); err != nil {
+			t.Fatal(err)
+		}
+		want, got := live.Spec.Template.Spec, recorded.Spec.Template.Spec
+		if d := cmp.Diff(want.Containers[0].Env, got.Containers[0].Env); d != "" {
+			t.Errorf("recorded env (-submitted +recorded):\n%s", d)
+		}
+		if d := cmp.Diff(want.Containers[0].Command, got.Containers[0].Command); d != "" || want.Containers[0].Image != got.Containers[0].Image {
+			t.Errorf("recorded command/image differ:\n%s", d)
+		}
+		if d := cmp.Diff(live.Annotations, recorded.Annotations); d != "" {
+			t.Errorf("recorded annotations (-submitted +recorded):\n%s", d)
+		}
+	})
+
+	t.Run("re-rendering from the recorded commits reproduces the manifests byte for byte", func(t *testing.T) {
+		ctx := context.Background()
+		var in evidence.RenderInputs
+		if err := yaml.Unmarshal(content[evidence.ArtifactRenderInputs], &in); err != nil {
+			t.Fatal(err)
+		}
+		tau, err := f.runRec.Files.ReadFile(ctx, f.repo, rec.Trigger.Ref, rec.Run.Commit, in.TauFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		policy, err := f.runRec.Policies.(*PolicyStore).PolicyFiles(ctx, f.repo.Spec.Platform, rec.Inputs.PolicyCommit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := evidence.Rerender(in, tau, policy)
+		if err != nil || !bytes.Equal(got, content[evidence.ArtifactManifests]) {
+			t.Errorf("re-rendered from git: err %v, equal %v", err, bytes.Equal(got, content[evidence.ArtifactManifests]))
+		}
+	})
+
+	t.Run("the page and its JSON show the run with the secret masked", func(t *testing.T) {
+		srv := httptest.NewServer((&evidence.Server{Store: f.store, Runs: &EvidenceRuns{Client: k8s}}).Handler())
+		defer srv.Close()
+		for _, accept := range []string{"text/html", "application/json"} {
+			req, _ := http.NewRequest(http.MethodGet, srv.URL+"/runs/"+f.ns+"/"+run.Name, nil)
+			req.Header.Set("Accept", accept)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var body bytes.Buffer
+			_, _ = body.ReadFrom(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK || strings.Contains(body.String(), hfToken) || !strings.Contains(body.String(), "HF_TOKEN=****") ||
+				!strings.Contains(body.String(), "Succeeded") {
+				t.Errorf("%s page: %d, holds the secret %v", accept, resp.StatusCode, strings.Contains(body.String(), hfToken))
+			}
+		}
+	})
+}
+
+func TestAFailedRunsBundleRecordsTheExitCodeAndClass(t *testing.T) {
+	f := newEvidenceFixture(t, "ev2")
+	f.research.tag("run/exits-3")
+	f.poll(t)
+	run := f.runOf(t, "refs/tags/run/exits-3")
+	f.reconcileRun(t, run.Name, taugridv1.PhaseAdmitted)
+	f.startedPod(t, run.Name, 3, "Traceback (most recent call last):\nValueError: bad lr\n")
+	failJob(t, f.ns, render.WorkloadName(run.Name, 1))
+	f.reconcileRun(t, run.Name, taugridv1.PhaseFailed)
+	m, rec, _ := f.bundle(t, run.Name)
+	if m.Outcome != "Failed" || rec.Attempts[0].FailureClass != "UserError" || *rec.Pods[0].Containers[0].ExitCode != 3 {
+		t.Errorf("outcome %s, attempt %+v, pods %+v; want Failed, UserError, exit code 3", m.Outcome, rec.Attempts[0], rec.Pods)
+	}
+	f.noSecretIn(t)
+}
+
+func TestACancelledRunsBundleIsSealed(t *testing.T) {
+	f := newEvidenceFixture(t, "ev3")
+	f.research.tag("run/doomed")
+	f.poll(t)
+	run := f.runOf(t, "refs/tags/run/doomed")
+	f.reconcileRun(t, run.Name, taugridv1.PhaseAdmitted)
+	f.research.deleteRemoteTag("run/doomed")
+	f.poll(t)
+	f.reconcileRun(t, run.Name, taugridv1.PhaseCancelled)
+	m, rec, _ := f.bundle(t, run.Name)
+	if m.Outcome != "Cancelled" || rec.Run.Phase != "Cancelled" {
+		t.Errorf("outcome %s, phase %s; want Cancelled", m.Outcome, rec.Run.Phase)
+	}
+}
+
+// brokenStore fails every write, as a full or unreachable store does.
+type brokenStore struct{ evidence.Store }
+
+func (brokenStore) PutBlob(context.Context, string, []byte) error {
+	return fmt.Errorf("writing blob: %w", syscall.ENOSPC)
+}
+
+func TestAFullStoreLeavesTheRunAloneAndTheBundleIsRetried(t *testing.T) {
+	f := newEvidenceFixture(t, "ev4")
+	f.recorder.Store = brokenStore{f.store}
+	f.research.tag("run/full")
+	f.poll(t)
+	run := f.runOf(t, "refs/tags/run/full")
+	f.reconcileRun(t, run.Name, taugridv1.PhaseAdmitted)
+	f.startedPod(t, run.Name, 0, "ok\n")
+	completeJob(t, f.ns, render.WorkloadName(run.Name, 1))
+	done := f.reconcileRun(t, run.Name, taugridv1.PhaseSucceeded)
+	c := apimeta.FindStatusCondition(done.Status.Conditions, ConditionEvidence)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonStoreUnavailable || !strings.Contains(c.Message, "no space left") {
+		t.Fatalf("EvidenceSealed = %+v, want False StoreUnavailable", c)
+	}
+	if !apimeta.IsStatusConditionTrue(done.Status.Conditions, taugridv1.ConditionReady) {
+		t.Error("a run whose evidence could not be stored is not Ready")
+	}
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(done)}
+	if _, err := f.recorder.Reconcile(context.Background(), req); err == nil {
+		t.Error("retrying against the full store succeeded")
+	}
+
+	f.recorder.Store = f.store // space freed
+	if _, err := f.recorder.Reconcile(context.Background(), req); err != nil {
+		t.Fatalf("retrying: %v", err)
+	}
+	got := &taugridv1.TauRun{}
+	if err := k8s.Get(context.Background(), req.NamespacedName, got); err != nil {
+		t.Fatal(err)
+	}
+	if !apimeta.IsStatusConditionTrue(got.Status.Conditions, ConditionEvidence) || got.Status.Phase != taugridv1.PhaseSucceeded {
+		t.Errorf("after the retry: phase %s, conditions %+v", got.Status.Phase, got.Status.Conditions)
+	}
+	f.bundle(t, run.Name)
+
+	t.Run("a False condition over bundles sealed before heals", func(t *testing.T) {
+		base := got.DeepCopy()
+		f.recorder.setCondition(got, metav1.ConditionFalse, ReasonStoreUnavailable, "a status write was lost")
+		if err := k8s.Status().Patch(context.Background(), got, client.MergeFrom(base)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.recorder.Reconcile(context.Background(), req); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.Get(context.Background(), req.NamespacedName, got); err != nil {
+			t.Fatal(err)
+		}
+		if !apimeta.IsStatusConditionTrue(got.Status.Conditions, ConditionEvidence) {
+			t.Errorf("EvidenceSealed = %+v, want True", apimeta.FindStatusCondition(got.Status.Conditions, ConditionEvidence))
+		}
+	})
+}

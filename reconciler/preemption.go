@@ -50,13 +50,14 @@ func (r *RunReconciler) preemptor(ctx context.Context, wl *kueue.Workload) (stri
 	if err := r.List(ctx, &wls, client.MatchingLabels{kueueJobUID: m[1]}); err != nil {
 		return "", err
 	}
-	for _, w := range wls.Items {
-		for _, ref := range w.OwnerReferences {
-			if run, ok := render.RunOfWorkload(ref.Name); ok && ref.Controller != nil && *ref.Controller {
-				return fmt.Sprintf("preempted by run %s/%s (%s)", w.Namespace, run, m[2]), nil
-			}
-		}
-		return fmt.Sprintf("preempted by workload %s/%s (%s)", w.Namespace, w.Name, m[2]), nil
+	if len(wls.Items) == 0 {
+		return fmt.Sprintf("preempted by another workload (%s)", m[2]), nil
 	}
-	return fmt.Sprintf("preempted by another workload (%s)", m[2]), nil
+	w := wls.Items[0]
+	for _, ref := range w.OwnerReferences {
+		if run, ok := render.RunOfWorkload(ref.Name); ok && ref.Controller != nil && *ref.Controller {
+			return fmt.Sprintf("preempted by run %s/%s (%s)", w.Namespace, run, m[2]), nil
+		}
+	}
+	return fmt.Sprintf("preempted by workload %s/%s (%s)", w.Namespace, w.Name, m[2]), nil
 }

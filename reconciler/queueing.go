@@ -46,7 +46,7 @@ func (r *RunReconciler) queueState(ctx context.Context, wl *kueue.Workload) Queu
 	feeds := map[string]bool{}
 	for _, l := range lqs.Items {
 		if l.Spec.ClusterQueue == lq.Spec.ClusterQueue {
-			feeds[l.Namespace+"/"+string(l.Name)] = true
+			feeds[l.Namespace+"/"+l.Name] = true
 		}
 	}
 	var pending []*kueue.Workload

@@ -68,7 +68,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	git := gitCLI{dir: o.Dir}
 	top, err := git.run(ctx, "rev-parse", "--show-toplevel")
 	if err != nil {
-		return usageError{fmt.Errorf("not in a git repository (%v): run tau in your research repository's working copy", err)}
+		return usageError{fmt.Errorf("not in a git repository: run tau in your research repository's working copy (%w)", err)}
 	}
 	git.dir = top
 	commit, snapshot, err := runCommit(ctx, git, o.Snapshot)

@@ -202,7 +202,7 @@ func kubeSourceFor(kubeconfig, ns string) (*kubeSource, error) {
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
 	cfg, err := cc.ClientConfig()
 	if err != nil {
-		return nil, usageError{fmt.Errorf("no way to reach the cluster: set TAU_API_URL and TAU_TOKEN (or api_url in .tau/config.yaml), or use a kubeconfig (%v)", err)}
+		return nil, usageError{fmt.Errorf("no way to reach the cluster: set TAU_API_URL and TAU_TOKEN (or api_url in .tau/config.yaml), or use a kubeconfig (%w)", err)}
 	}
 	if ns == "" {
 		if ns, _, err = cc.Namespace(); err != nil {

@@ -96,7 +96,7 @@ type SourceArchiver interface {
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
-// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile runs the steps in order and patches the status once.
@@ -543,8 +543,24 @@ func (r *RunReconciler) deleteWorkload(ctx context.Context, run *taugridv1.TauRu
 	}
 	obj.SetNamespace(run.Namespace)
 	obj.SetName(w.Name)
-	err := r.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground))
-	return client.IgnoreNotFound(err)
+	if err := r.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if err := r.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	// Its Kueue Workload too, at once: the garbage collector would, but
+	// until it does the Workload may still hold quota.
+	var wls kueue.WorkloadList
+	if err := r.List(ctx, &wls, client.InNamespace(run.Namespace), client.MatchingLabels{kueueJobUID: string(obj.GetUID())}); err != nil {
+		return err
+	}
+	for i := range wls.Items {
+		if err := r.Delete(ctx, &wls.Items[i]); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // fail ends the run as Failed with a Stalled condition: a human must act.

@@ -107,6 +107,7 @@ type RepositoryNudger interface {
 //	GET  /api/v1/namespaces/{ns}/runs/{run}
 //	GET  /api/v1/namespaces/{ns}/runs/{run}/logs?follow=true&tail=100
 //	GET  /api/v1/namespaces/{ns}/runs/{run}/diagnosis
+//	GET  /api/v1/namespaces/{ns}/queue
 //	POST /api/v1/namespaces/{ns}/nudge  {"repository": "<clone URL>"}
 type RunsAPI struct {
 	// Client reads runs, pods and Kueue objects (the manager's cache);
@@ -125,6 +126,7 @@ func (a *RunsAPI) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/runs/{run}", a.tenant(a.get))
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/runs/{run}/logs", a.tenant(a.logs))
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/runs/{run}/diagnosis", a.tenant(a.diagnosis))
+	mux.HandleFunc("GET /api/v1/namespaces/{ns}/queue", a.tenant(a.queue))
 	mux.HandleFunc("POST /api/v1/namespaces/{ns}/nudge", a.tenant(a.nudge))
 	return mux
 }
@@ -178,6 +180,15 @@ func (a *RunsAPI) find(w http.ResponseWriter, r *http.Request, ns string) *taugr
 	}
 	run.ManagedFields = nil
 	return run
+}
+
+func (a *RunsAPI) queue(w http.ResponseWriter, r *http.Request, ns string) {
+	rep, err := ReportQueue(r.Context(), a.Client, ns)
+	if err != nil {
+		apiError(w, http.StatusInternalServerError, "reading the queues failed")
+		return
+	}
+	writeJSON(w, rep)
 }
 
 func (a *RunsAPI) get(w http.ResponseWriter, r *http.Request, ns string) {

@@ -35,6 +35,7 @@ type runSource interface {
 	Get(ctx context.Context, id string) (*taugridv1.TauRun, error)
 	Logs(ctx context.Context, id string, follow bool, tail int64, w io.Writer) error
 	Diagnose(ctx context.Context, id string) (*reconciler.Diagnosis, error)
+	Queue(ctx context.Context) (*reconciler.QueueReport, error)
 }
 
 type statusOptions struct {
@@ -155,6 +156,11 @@ func (a *apiSource) Diagnose(ctx context.Context, id string) (*reconciler.Diagno
 	return d, a.getJSON(ctx, "/runs/"+url.PathEscape(id)+"/diagnosis", d)
 }
 
+func (a *apiSource) Queue(ctx context.Context) (*reconciler.QueueReport, error) {
+	rep := &reconciler.QueueReport{}
+	return rep, a.getJSON(ctx, "/queue", rep)
+}
+
 func (a *apiSource) Logs(ctx context.Context, id string, follow bool, tail int64, w io.Writer) error {
 	q := url.Values{}
 	if follow {
@@ -263,6 +269,11 @@ func (k *kubeSource) Diagnose(ctx context.Context, id string) (*reconciler.Diagn
 	}
 	d, err := reconciler.Diagnose(ctx, k.c, reconciler.PodLogs{Pods: k.cs.CoreV1()}, run)
 	return d, k.wrap(err)
+}
+
+func (k *kubeSource) Queue(ctx context.Context) (*reconciler.QueueReport, error) {
+	rep, err := reconciler.ReportQueue(ctx, k.c, k.ns)
+	return rep, k.wrap(err)
 }
 
 func (k *kubeSource) Logs(ctx context.Context, id string, follow bool, tail int64, w io.Writer) error {

@@ -1,0 +1,24 @@
+package main
+
+import (
+	"bytes"
+	"testing"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/reconciler"
+)
+
+func TestTheQueueTable(t *testing.T) {
+	rep := &reconciler.QueueReport{SchemaVersion: 1, Namespace: "team-a",
+		Queues: []reconciler.QueueView{{LocalQueue: "runs", ClusterQueue: "team-a", Cohort: "research", Pending: 2, Admitted: 1,
+			Quota: []reconciler.QuotaView{{Flavor: "h200", Resource: "nvidia.com/gpu", Nominal: "8", BorrowingLimit: "8", InUse: "16", Borrowed: "8"}}}},
+		Runs: []reconciler.QueuedRun{
+			{Run: "research-1", Ref: RunRefPrefix + "r-1", Queue: "runs", Phase: taugridv1.PhaseRunning, Message: "running"},
+			{Run: "research-2", Ref: RunRefPrefix + "r-2", Queue: "runs", Phase: taugridv1.PhaseQueued, Position: 1,
+				Message: "queued #1 of 2 in team-a: needs 8 more nvidia.com/gpu (h200); team-a uses 16/8 (8 borrowed)"},
+			{Run: "research-3", Ref: "refs/tags/run/x", Queue: "runs", Phase: taugridv1.PhaseQueued, Position: 2, Message: "queued #2 of 2 in team-a"},
+		}}
+	var out bytes.Buffer
+	printQueue(&out, rep)
+	golden(t, "queue.txt", out.String())
+}

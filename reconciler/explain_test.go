@@ -1,13 +1,16 @@
 package reconciler
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
 
@@ -86,5 +89,37 @@ func TestAVeryLongReasonIsCutToACommitStatus(t *testing.T) {
 	ex := ExplainWait(waitingWorkload(metav1.ConditionFalse, strings.Repeat("word ", 80)), QueueState{})
 	if n := utf8.RuneCountInString(ex.Short); n > maxShortExplanation {
 		t.Errorf("%d characters", n)
+	}
+}
+
+// BenchmarkExplainingAThousandPendingRuns is the cost of one pass of the
+// run reconciler over 1,000 queued runs of one ClusterQueue: each orders the
+// queue from the cache's list and explains its own wait.
+func BenchmarkExplainingAThousandPendingRuns(b *testing.B) {
+	const n = 1000
+	cq := teamQueue("8", "8", "16", "8")
+	wls := make([]kueue.Workload, n)
+	for i := range wls {
+		p := int32(i % 3 * 1000)
+		wls[i] = *waitingWorkload(metav1.ConditionFalse,
+			"couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h200, 8 more needed")
+		wls[i].Name = fmt.Sprintf("job-r%04d-1-abcde", i)
+		wls[i].UID = types.UID(wls[i].Name)
+		wls[i].Spec.Priority = &p
+		wls[i].CreationTimestamp = metav1.NewTime(time.Unix(int64(i), 0))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		for i := range wls {
+			pending := make([]*kueue.Workload, n)
+			for j := range wls {
+				pending[j] = &wls[j]
+			}
+			pos, total, ahead := positionIn(pending, &wls[i])
+			ex := ExplainWait(&wls[i], QueueState{ClusterQueue: cq, Position: pos, Pending: total, Ahead: ahead})
+			if ex.Kind != WaitQuota {
+				b.Fatal(ex)
+			}
+		}
 	}
 }

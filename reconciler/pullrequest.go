@@ -158,9 +158,14 @@ func (p *PullRequests) check(ctx context.Context, repo *taugridv1.TauRepository,
 		if f == "tau.yaml" {
 			target = "default"
 		}
-		objs, err := render.RenderConfig(rc, pol, tenant.Name, render.Run{Name: "tau-validate", Repository: repo.Name,
+		plan, err := render.Resolve(rc, pol, tenant.Name, render.Run{Name: "tau-validate", Repository: repo.Name,
 			Commit: strings.Repeat("0", 40), Target: target, Attempt: 1})
 		if err != nil {
+			return err
+		}
+		objs := render.Render(plan)
+		// The same check as at submission: a run the queue could never hold.
+		if err := checkFeasible(ctx, p.Client, repo.Namespace, plan, objs); err != nil {
 			return err
 		}
 		for _, o := range objs {

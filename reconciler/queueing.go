@@ -154,7 +154,7 @@ func startFailure(pods []corev1.Pod) (FailureClass, string, bool) {
 // (nominal quota plus its borrowing limit). Queues that may borrow without
 // a limit are given the benefit of the doubt. The error points at the tau
 // file's field.
-func (r *RunReconciler) checkFeasible(ctx context.Context, ns string, plan *render.Plan, objs []client.Object) error {
+func checkFeasible(ctx context.Context, r client.Reader, ns string, plan *render.Plan, objs []client.Object) error {
 	lq := &kueue.LocalQueue{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: plan.Queue}, lq); err != nil {
 		return client.IgnoreNotFound(err) // Kueue says so in the Workload's status
@@ -164,6 +164,9 @@ func (r *RunReconciler) checkFeasible(ctx context.Context, ns string, plan *rend
 		return client.IgnoreNotFound(err)
 	}
 	fields := map[corev1.ResourceName]string{corev1.ResourceCPU: "compute.cpu", corev1.ResourceMemory: "compute.memory", plan.Profile.GPUResource: "compute.gpus"}
+	if plan.Engine == render.EngineRayJob {
+		fields[plan.Profile.GPUResource] = "compute.gpus_per_worker"
+	}
 	total := requests(objs)
 	for _, name := range sortedResources(total) {
 		want := total[name]

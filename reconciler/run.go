@@ -202,7 +202,7 @@ func (r *RunReconciler) reconcileSubmit(ctx context.Context, run *taugridv1.TauR
 	var objs []client.Object
 	if err == nil {
 		objs = render.Render(plan)
-		err = r.checkFeasible(ctx, run.Namespace, plan, objs)
+		err = checkFeasible(ctx, r.Client, run.Namespace, plan, objs)
 	}
 	if len(render.Errors(err)) > 0 || errors.Is(err, gitsource.ErrNotFound) {
 		r.fail(run, ReasonInvalidConfig, err.Error())

@@ -43,6 +43,8 @@ type options struct {
 	burst                                                    int
 	namespace, cacheDir, sourceURL, fetchImage               string
 	evidence                                                 evidenceOptions
+	janitor                                                  string
+	janitorIdle, janitorEvery                                time.Duration
 }
 
 func main() {
@@ -60,6 +62,9 @@ func main() {
 	flag.StringVar(&o.sourceURL, "source-url", "http://tau-controller.tau-system.svc:9090", "URL at which run pods reach the source server")
 	flag.StringVar(&o.fetchImage, "fetch-image", "ghcr.io/taugrid/tau:v0.1.0", "image of the source fetch init container")
 	evidenceFlags(flag.CommandLine, &o.evidence)
+	flag.StringVar(&o.janitor, "janitor", "release", "quota held for nothing (orphaned or idle reservations, RayJobs KubeRay refused, pods stuck on lost nodes): release, report or off")
+	flag.DurationVar(&o.janitorIdle, "janitor-idle-after", 15*time.Minute, "how long an admitted workload may run no pod, or a pod on a lost node stay terminating, before the janitor acts")
+	flag.DurationVar(&o.janitorEvery, "janitor-interval", time.Minute, "how often the janitor looks")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -121,6 +126,9 @@ func run(ctx context.Context, o options) error {
 	if err := setupMetrics(mgr); err != nil {
 		return err
 	}
+	if err := setupJanitor(mgr, o); err != nil {
+		return err
+	}
 	clientset, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -173,6 +181,24 @@ func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 func setupMetrics(mgr manager.Manager) error {
 	return crmetrics.Registry.Register(&reconciler.RunCollector{Client: mgr.GetClient(), Clock: clock.RealClock{},
 		Log: ctrl.Log.WithName("metrics"), Elected: mgr.Elected()})
+}
+
+// setupJanitor runs the quota janitor on the leader.
+func setupJanitor(mgr manager.Manager, o options) error {
+	mode := reconciler.JanitorMode(o.janitor)
+	switch mode {
+	case "off":
+		return nil
+	case reconciler.JanitorRelease, reconciler.JanitorReport:
+	default:
+		return fmt.Errorf("--janitor=%s: want release, report or off", o.janitor)
+	}
+	m, err := reconciler.NewJanitorMetrics(crmetrics.Registry)
+	if err != nil {
+		return err
+	}
+	return mgr.Add(&reconciler.Janitor{Client: mgr.GetClient(), Clock: clock.RealClock{}, Recorder: mgr.GetEventRecorder("tau-janitor"),
+		Log: ctrl.Log.WithName("janitor"), Mode: mode, IdleAfter: o.janitorIdle, Every: o.janitorEvery, Metrics: m})
 }
 
 // setupServers adds the webhook receiver and the source archive server as

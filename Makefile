@@ -102,6 +102,10 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint and go vet
 demo: testbin ## End to end: local cluster, git server, controller; push a run tag and follow it
 	$(GO) run ./hack/demo
 
+.PHONY: demo-recovery
+demo-recovery: testbin ## The demo, then a low-priority run preempted by a high-priority one and retried from its checkpoint
+	$(GO) run ./hack/demo --recovery
+
 .PHONY: demo-render
 demo-render: ## Offline: validate and render the example research repo under the example policy
 	@$(GO) run ./cmd/tau validate --dir examples/research --policy examples/platform --tenant team-a

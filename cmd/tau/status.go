@@ -118,6 +118,15 @@ func printRun(w io.Writer, r *taugridv1.TauRun) {
 	}
 	if wl := r.Status.Workload; wl != nil {
 		fmt.Fprintf(w, "  workload: %s %s in queue %s\n", wl.Kind, wl.Name, wl.Queue)
+		if wl.Reason != "" && r.Status.Phase == taugridv1.PhaseQueued {
+			fmt.Fprintf(w, "  why it waits:\n%s\n", indentLines("  "+strings.ReplaceAll(wl.Reason, "\n", "\n  ")))
+		}
+	}
+	if len(r.Status.Attempts) > 1 || len(r.Status.Attempts) == 1 && r.Status.Attempts[0].FailureClass != "" {
+		fmt.Fprintln(w, "  attempts:")
+		for _, a := range r.Status.Attempts {
+			fmt.Fprintf(w, "    %d  %-14s %s\n", a.Number, orDash(a.FailureClass), a.Reason)
+		}
 	}
 	if r.Status.ConfigDigest != "" {
 		fmt.Fprintf(w, "  config: %s %s; policy at %.12s\n", r.Status.TauFile, r.Status.ConfigDigest, r.Status.PolicyCommit)

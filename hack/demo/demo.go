@@ -48,7 +48,9 @@ type demo struct {
 // one per team (docs/operations.md).
 const demoToken = "demo-team-a-token"
 
-func run(ctx context.Context, keep, bench bool) (err error) {
+// run is the demo; mode "bench" measures the CLI afterwards, "recovery"
+// shows a preempted run retried from its checkpoint.
+func run(ctx context.Context, keep bool, mode string) (err error) {
 	d := &demo{started: time.Now()}
 	if d.root, err = controlplane.RepoRoot(); err != nil {
 		return err
@@ -82,9 +84,12 @@ func run(ctx context.Context, keep, bench bool) (err error) {
 	if err := d.runWithCLI(ctx); err != nil {
 		return err
 	}
-	if bench {
+	switch mode {
+	case "bench":
 		d.say("measuring the CLI")
 		return d.bench(ctx)
+	case "recovery":
+		return d.recovery(ctx)
 	}
 	return nil
 }

@@ -19,7 +19,7 @@ func TestDemo(t *testing.T) {
 	}
 	ctrllog.SetLogger(logr.Discard())
 	t.Setenv("TAU_DEV_DIR", t.TempDir())
-	if err := run(context.Background(), false, false); err != nil {
+	if err := run(context.Background(), false, ""); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -22,8 +22,13 @@ func main() {
 	defer stop()
 	ctrllog.SetLogger(logr.Discard())
 	keep := slices.Contains(os.Args[1:], "--keep")
-	bench := slices.Contains(os.Args[1:], "--bench")
-	if err := run(ctx, keep, bench); err != nil {
+	mode := ""
+	for _, m := range []string{"--bench", "--recovery"} {
+		if slices.Contains(os.Args[1:], m) {
+			mode = m[2:]
+		}
+	}
+	if err := run(ctx, keep, mode); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(1)
 	}

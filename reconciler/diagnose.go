@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/evidence"
 	"github.com/taugrid/taugrid/render"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -24,12 +25,10 @@ import (
 // Bounds of a diagnosis: whatever the run did, it stays small enough to
 // paste into an issue.
 const (
-	diagnoseMaxPods     = 8
-	diagnoseMaxEvents   = 50
-	diagnoseTailLines   = 50
-	diagnoseTailBytes   = 16 << 10
-	maskedSecret        = "****"
-	minMaskedSecretSize = 4 // shorter values would mask half the log
+	diagnoseMaxPods   = 8
+	diagnoseMaxEvents = 50
+	diagnoseTailLines = 50
+	diagnoseTailBytes = 16 << 10
 )
 
 // LogSource opens a container's log, as the API server's pods/log does.
@@ -180,7 +179,7 @@ func (d *Diagnosis) addEvents(ctx context.Context, c client.Reader, run *taugrid
 
 // logTail is the end of a pod's first container's log, bounded in lines
 // and bytes whatever the pod wrote, with secrets masked.
-func logTail(ctx context.Context, logs LogSource, p *corev1.Pod, mask Masker) string {
+func logTail(ctx context.Context, logs LogSource, p *corev1.Pod, mask *evidence.Masker) string {
 	rc, err := logs.Logs(ctx, p.Namespace, p.Name, &corev1.PodLogOptions{Container: p.Spec.Containers[0].Name,
 		TailLines: ptrTo(int64(diagnoseTailLines)), LimitBytes: ptrTo(int64(diagnoseTailBytes))})
 	if err != nil {
@@ -188,7 +187,7 @@ func logTail(ctx context.Context, logs LogSource, p *corev1.Pod, mask Masker) st
 	}
 	defer rc.Close()
 	var buf bytes.Buffer
-	if err := mask.Copy(&buf, io.LimitReader(rc, diagnoseTailBytes)); err != nil {
+	if err := copyMasked(&buf, io.LimitReader(rc, diagnoseTailBytes), mask); err != nil {
 		return buf.String() + "\n(log cut short: " + err.Error() + ")"
 	}
 	return buf.String()
@@ -196,70 +195,31 @@ func logTail(ctx context.Context, logs LogSource, p *corev1.Pod, mask Masker) st
 
 func ptrTo[T any](v T) *T { return &v }
 
-// Masker replaces secret values in text.
-type Masker struct{ secrets []string }
-
 // SecretMasker masks the values of every Secret key the pods read, through
-// env, envFrom or volumes, so a researcher's token echoed to the log never
-// leaves the cluster. Secrets that cannot be read are skipped: their values
-// cannot reach the pod either.
-func SecretMasker(ctx context.Context, c client.Reader, ns string, pods []corev1.Pod) (Masker, error) {
+// env, envFrom or volumes, and token-looking strings, so a researcher's
+// token echoed to the log never leaves the cluster. Secrets that cannot be
+// read are skipped: their values cannot reach the pod either.
+func SecretMasker(ctx context.Context, c client.Reader, ns string, pods []corev1.Pod) (*evidence.Masker, error) {
 	names := map[string]bool{}
-	for _, p := range pods {
-		for _, ctr := range append(append([]corev1.Container(nil), p.Spec.InitContainers...), p.Spec.Containers...) {
-			for _, e := range ctr.Env {
-				if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
-					names[e.ValueFrom.SecretKeyRef.Name] = true
-				}
-			}
-			for _, e := range ctr.EnvFrom {
-				if e.SecretRef != nil {
-					names[e.SecretRef.Name] = true
-				}
-			}
-		}
-		for _, v := range p.Spec.Volumes {
-			if v.Secret != nil {
-				names[v.Secret.SecretName] = true
-			}
-		}
+	for i := range pods {
+		secretNames(&pods[i].Spec, names)
 	}
-	var m Masker
+	var values []string
 	for name := range names {
 		s := &corev1.Secret{}
 		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
 			continue
 		}
 		for _, v := range s.Data {
-			m.Add(string(v))
+			values = append(values, string(v))
 		}
 	}
-	return m, nil
+	return evidence.NewMasker(values...), nil
 }
 
-// Add masks another value, and each of its lines.
-func (m *Masker) Add(v string) {
-	for _, s := range append([]string{v}, strings.Split(v, "\n")...) {
-		s = strings.TrimSpace(s)
-		if len(s) >= minMaskedSecretSize {
-			m.secrets = append(m.secrets, s)
-		}
-	}
-	// Longest first, so a value containing another is masked whole.
-	sort.Slice(m.secrets, func(i, j int) bool { return len(m.secrets[i]) > len(m.secrets[j]) })
-}
-
-// Mask replaces every secret value in s.
-func (m Masker) Mask(s string) string {
-	for _, v := range m.secrets {
-		s = strings.ReplaceAll(s, v, maskedSecret)
-	}
-	return s
-}
-
-// Copy streams r to w line by line, masked. A line longer than 64 KiB is
-// masked in 64 KiB pieces.
-func (m Masker) Copy(w io.Writer, r io.Reader) error {
+// copyMasked streams r to w line by line, masked. A line longer than 64 KiB
+// is masked in 64 KiB pieces.
+func copyMasked(w io.Writer, r io.Reader, m *evidence.Masker) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	for {
 		line, err := br.ReadSlice('\n')

@@ -194,31 +194,12 @@ func explanation(kind WaitKind, short string, q QueueState, kueueMsg string) Exp
 	return Explanation{Kind: kind, Short: short, Long: b.String()}
 }
 
-// quotaTable lists each flavor's resources: nominal quota, borrowing limit
-// and what is reserved now.
+// quotaTable is quotaRows as text.
 func quotaTable(cq *kueue.ClusterQueue) string {
-	used := map[string]kueue.ResourceUsage{}
-	for _, fu := range cq.Status.FlavorsReservation {
-		for _, ru := range fu.Resources {
-			used[string(fu.Name)+"/"+string(ru.Name)] = ru
-		}
-	}
 	var b strings.Builder
-	for _, rg := range cq.Spec.ResourceGroups {
-		for _, f := range rg.Flavors {
-			for _, r := range f.Resources {
-				u := used[string(f.Name)+"/"+string(r.Name)]
-				limit := "unlimited"
-				if cq.Spec.CohortName == "" {
-					limit = "none"
-				}
-				if r.BorrowingLimit != nil {
-					limit = r.BorrowingLimit.String()
-				}
-				fmt.Fprintf(&b, "  %-8s %-16s nominal %-6s borrowing limit %-9s in use %s (borrowed %s)\n",
-					f.Name, r.Name, r.NominalQuota.String(), limit, u.Total.String(), u.Borrowed.String())
-			}
-		}
+	for _, r := range quotaRows(cq) {
+		fmt.Fprintf(&b, "  %-8s %-16s nominal %-6s borrowing limit %-9s in use %s (borrowed %s)\n",
+			r.Flavor, r.Resource, r.Nominal, r.BorrowingLimit, r.InUse, r.Borrowed)
 	}
 	return strings.TrimRight(b.String(), "\n")
 }

@@ -61,28 +61,7 @@ func ReportQueue(ctx context.Context, c client.Reader, ns string) (*QueueReport,
 		cq := &kueue.ClusterQueue{}
 		if err := c.Get(ctx, client.ObjectKey{Name: string(lq.Spec.ClusterQueue)}, cq); err == nil {
 			v.Cohort = string(cq.Spec.CohortName)
-			used := map[string]kueue.ResourceUsage{}
-			for _, fu := range cq.Status.FlavorsReservation {
-				for _, ru := range fu.Resources {
-					used[string(fu.Name)+"/"+string(ru.Name)] = ru
-				}
-			}
-			for _, rg := range cq.Spec.ResourceGroups {
-				for _, f := range rg.Flavors {
-					for _, r := range f.Resources {
-						u := used[string(f.Name)+"/"+string(r.Name)]
-						limit := "unlimited"
-						if cq.Spec.CohortName == "" {
-							limit = "none"
-						}
-						if r.BorrowingLimit != nil {
-							limit = r.BorrowingLimit.String()
-						}
-						v.Quota = append(v.Quota, QuotaView{Flavor: string(f.Name), Resource: string(r.Name), Nominal: r.NominalQuota.String(),
-							BorrowingLimit: limit, InUse: u.Total.String(), Borrowed: u.Borrowed.String()})
-					}
-				}
-			}
+			v.Quota = quotaRows(cq)
 		}
 		rep.Queues = append(rep.Queues, v)
 	}
@@ -113,4 +92,33 @@ func ReportQueue(ctx context.Context, c client.Reader, ns string) (*QueueReport,
 		return wa && a.Position > 0 && (b.Position == 0 || a.Position < b.Position)
 	})
 	return rep, nil
+}
+
+// quotaRows lists each flavor's resources of a ClusterQueue: nominal quota,
+// borrowing limit, and what is reserved now.
+func quotaRows(cq *kueue.ClusterQueue) []QuotaView {
+	used := map[string]kueue.ResourceUsage{}
+	for _, fu := range cq.Status.FlavorsReservation {
+		for _, ru := range fu.Resources {
+			used[string(fu.Name)+"/"+string(ru.Name)] = ru
+		}
+	}
+	rows := []QuotaView{}
+	for _, rg := range cq.Spec.ResourceGroups {
+		for _, f := range rg.Flavors {
+			for _, r := range f.Resources {
+				u := used[string(f.Name)+"/"+string(r.Name)]
+				limit := "unlimited"
+				if cq.Spec.CohortName == "" {
+					limit = "none"
+				}
+				if r.BorrowingLimit != nil {
+					limit = r.BorrowingLimit.String()
+				}
+				rows = append(rows, QuotaView{Flavor: string(f.Name), Resource: string(r.Name), Nominal: r.NominalQuota.String(),
+					BorrowingLimit: limit, InUse: u.Total.String(), Borrowed: u.Borrowed.String()})
+			}
+		}
+	}
+	return rows
 }

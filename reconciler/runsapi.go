@@ -256,7 +256,7 @@ func (a *RunsAPI) logs(w http.ResponseWriter, r *http.Request, ns string) {
 	defer rc.Close()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Tau-Pod", pod.Name)
-	_ = mask.Copy(flushWriter{w}, rc)
+	_ = copyMasked(flushWriter{w}, rc, mask)
 }
 
 // AttemptPod is the first pod, by name, of the run's latest attempt.

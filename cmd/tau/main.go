@@ -7,6 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // Exit codes, for scripts.
@@ -47,6 +50,9 @@ func exitCode(err error) int {
 }
 
 func main() {
+	// The Kubernetes client libraries log through controller-runtime; tau
+	// reports errors itself.
+	ctrllog.SetLogger(logr.Discard())
 	err := newRootCmd(os.Stdout, os.Stderr).Execute()
 	if err != nil && !isReported(err) {
 		fmt.Fprintln(os.Stderr, "tau:", err)

@@ -8,8 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 	"github.com/taugrid/taugrid/render"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // tau runs the CLI in-process and returns its stdout, stderr and error.
@@ -129,4 +131,9 @@ func TestEveryCommandHasExamples(t *testing.T) {
 			t.Errorf("tau %s --help shows no example", c.Name())
 		}
 	}
+}
+
+func TestMain(m *testing.M) {
+	ctrllog.SetLogger(logr.Discard()) // as main does
+	os.Exit(m.Run())
 }

@@ -221,28 +221,46 @@ func nudge(cmd *cobra.Command, src runSource, git gitCLI, remote string) {
 	}
 }
 
-// pushError explains a failed push: a remote that cannot be reached, or
-// one that refuses run refs.
+// pushError explains a failed push in one line: a remote that does not
+// exist, one that cannot be reached, or one that refuses run refs.
 func pushError(err error, remote string) error {
 	if err == nil {
 		return nil
 	}
 	msg := err.Error()
-	for _, s := range []string{"Could not resolve host", "unable to access", "Connection refused", "Could not read from remote",
-		"Connection timed out", "Network is unreachable"} {
-		if strings.Contains(msg, s) {
-			return unreachableError{fmt.Errorf("cannot reach remote %s: %w", remote, err)}
-		}
-	}
+	why := gitSummary(msg)
 	if strings.Contains(msg, "does not appear to be a git repository") {
 		return usageError{fmt.Errorf("no remote %s: add the research repository's remote (git remote add %s <url>) or pass --remote", remote, remote)}
 	}
-	for _, s := range []string{"Permission", "permission", "denied", "protected", "pre-receive hook declined", "rejected"} {
+	for _, s := range []string{"Could not resolve host", "unable to access", "Connection refused", "Connection timed out", "Network is unreachable",
+		"Could not read from remote"} {
 		if strings.Contains(msg, s) {
-			return usageError{fmt.Errorf("remote %s refused the run ref: %w; ask for push access to refs/tau/runs/*", remote, err)}
+			return unreachableError{fmt.Errorf("cannot reach remote %s: %s", remote, why)}
 		}
 	}
-	return err
+	for _, s := range []string{"Permission", "permission", "denied", "protected", "pre-receive hook declined", "rejected"} {
+		if strings.Contains(msg, s) {
+			return usageError{fmt.Errorf("remote %s refused the run ref (%s): ask for push access to refs/tau/runs/*", remote, why)}
+		}
+	}
+	return errors.New(why)
+}
+
+// gitSummary is the line of git's output that says what went wrong: the
+// server's own words, else git's fatal or error line.
+func gitSummary(msg string) string {
+	lines := strings.Split(msg, "\n")
+	for _, l := range lines {
+		if _, rest, ok := strings.Cut(l, "remote: "); ok && strings.TrimSpace(rest) != "" {
+			return strings.TrimSpace(rest)
+		}
+	}
+	for _, l := range lines {
+		if _, rest, ok := strings.Cut(l, "fatal: "); ok {
+			return strings.TrimSpace(rest)
+		}
+	}
+	return strings.TrimSpace(lines[0])
 }
 
 // committerEmail is who git says is committing (config or environment).

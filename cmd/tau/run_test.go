@@ -18,6 +18,7 @@ type researcher struct {
 	t    *testing.T
 	env  []string
 	work string
+	bare string // the server's repository
 }
 
 func newResearcher(t *testing.T) *researcher {
@@ -26,8 +27,8 @@ func newResearcher(t *testing.T) *researcher {
 	srv := httptest.NewServer(&gittest.HTTPServer{Root: root})
 	t.Cleanup(srv.Close)
 	home := t.TempDir()
-	r := &researcher{t: t, env: gittest.Env(home), work: filepath.Join(home, "work")}
-	if err := gittest.InitBare(r.env, filepath.Join(root, "research.git")); err != nil {
+	r := &researcher{t: t, env: gittest.Env(home), work: filepath.Join(home, "work"), bare: filepath.Join(root, "research.git")}
+	if err := gittest.InitBare(r.env, r.bare); err != nil {
 		t.Fatal(err)
 	}
 	r.git("init", "--quiet", "--initial-branch=main", r.work)
@@ -188,5 +189,65 @@ func TestCancelDeletesTheRunRefAndRetryPushesANewOneForTheSameCommit(t *testing.
 	}
 	if _, still := r.remoteRunRefs()[RunRefPrefix+id]; still {
 		t.Error("tau cancel left the run ref on the server")
+	}
+}
+
+// Every way tau run can meet bad ground ends in one line saying what to
+// do, the exit code for it, and nothing half-done: no run ref pushed, no
+// local tag object left behind.
+func TestRunFailsCleanlyWithOneLineAndItsExitCode(t *testing.T) {
+	r := newResearcher(t)
+	protect := func() {
+		hook := filepath.Join(r.bare, "hooks", "pre-receive")
+		script := "#!/bin/sh\nwhile read old new ref; do case $ref in refs/tau/*) echo \"refs/tau/ is protected\" >&2; exit 1;; esac; done\n"
+		if err := os.WriteFile(hook, []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		setup func()
+		args  []string
+		code  int
+		msg   string
+	}{
+		{"not a git repository", nil, []string{"run", "--dir", t.TempDir()}, exitUsage, "not in a git repository"},
+		{"no such remote", nil, []string{"run", "--dir", r.work, "--remote", "upstream"}, exitUsage, "no remote upstream"},
+		{"a malformed --set", nil, []string{"run", "--dir", r.work, "--set", "gpus"}, exitUsage, "want field.path=value"},
+		{"the network down", func() { r.git("-C", r.work, "remote", "add", "down", "http://127.0.0.1:1/research.git") },
+			[]string{"run", "--dir", r.work, "--remote", "down"}, exitUnreachable, "cannot reach remote down"},
+		{"a protected ref namespace", protect, []string{"run", "--dir", r.work}, exitUsage, "remote origin refused the run ref"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.setup != nil {
+				tc.setup()
+			}
+			_, _, err := tau(t, tc.args...)
+			if err == nil || exitCode(err) != tc.code || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("err = %v (exit %d), want exit %d with %q", err, exitCode(err), tc.code, tc.msg)
+			}
+			if strings.Count(err.Error(), "\n") > 1 {
+				t.Errorf("more than one line: %q", err)
+			}
+			if tags := r.git("-C", r.work, "tag", "--list", "tau-run-*"); tags != "" {
+				t.Errorf("local tag objects left behind: %s", tags)
+			}
+			if refs := r.remoteRunRefs(); len(refs) != 0 {
+				t.Errorf("run refs pushed: %v", refs)
+			}
+		})
+	}
+}
+
+// A detached HEAD is a commit like any other: it runs.
+func TestRunRunsADetachedHead(t *testing.T) {
+	r := newResearcher(t)
+	r.git("-C", r.work, "checkout", "--quiet", "--detach")
+	out, stderr, err := tau(t, "run", "--dir", r.work)
+	if err != nil {
+		t.Fatalf("tau run on a detached HEAD: %v\n%s", err, stderr)
+	}
+	if !runIDRE.MatchString(out) || len(r.remoteRunRefs()) != 1 {
+		t.Errorf("out = %q, refs = %v; want one run ref", out, r.remoteRunRefs())
 	}
 }

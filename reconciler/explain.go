@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -39,6 +40,11 @@ type QueueState struct {
 	Position, Pending int
 	// Ahead names, in tenant terms, up to a few of the workloads before it.
 	Ahead []string
+	// FreesBy is when quota frees at the latest: the soonest end of the
+	// time limit of a workload the ClusterQueue admitted; zero if none
+	// has one. FreedBy names that workload.
+	FreesBy time.Time
+	FreedBy string
 }
 
 // Explanation says why a run waits: a short line for a commit status and
@@ -111,6 +117,11 @@ func ExplainWait(wl *kueue.Workload, q QueueState) Explanation {
 		if use := usage(q.ClusterQueue, flavor, res); use != "" {
 			short += "; " + use
 		}
+		if eta := q.FreesBy; !eta.IsZero() {
+			if s := short + "; frees by " + eta.UTC().Format("15:04") + " UTC"; len([]rune(s)) <= maxShortExplanation {
+				short = s
+			}
+		}
 		return explanation(WaitQuota, short, q, msg)
 	case misconfiguredRE.MatchString(msg):
 		return explanation(WaitInfeasible, "cannot run: "+firstSentence(msg), q, msg)
@@ -182,6 +193,10 @@ func explanation(kind WaitKind, short string, q QueueState, kueueMsg string) Exp
 	}
 	if len(q.Ahead) > 0 {
 		b.WriteString("\nAhead: " + strings.Join(q.Ahead, "; ") + ".")
+	}
+	if !q.FreesBy.IsZero() {
+		fmt.Fprintf(&b, "\nEstimate: quota frees by %s at the latest, when the time limit of %s ends (sooner if it finishes earlier).",
+			q.FreesBy.UTC().Format("2006-01-02 15:04 UTC"), q.FreedBy)
 	}
 	if cq := q.ClusterQueue; cq != nil {
 		if table := quotaTable(cq); table != "" {

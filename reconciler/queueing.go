@@ -52,8 +52,14 @@ func (r *RunReconciler) queueState(ctx context.Context, wl *kueue.Workload) Queu
 	var pending []*kueue.Workload
 	for i := range wls.Items {
 		w := &wls.Items[i]
-		if feeds[w.Namespace+"/"+string(w.Spec.QueueName)] && isPending(w) {
+		switch {
+		case !feeds[w.Namespace+"/"+string(w.Spec.QueueName)]:
+		case isPending(w):
 			pending = append(pending, w)
+		case meta.IsStatusConditionTrue(w.Status.Conditions, kueue.WorkloadAdmitted) && !meta.IsStatusConditionTrue(w.Status.Conditions, kueue.WorkloadFinished):
+			if end, ok := r.timeLimit(ctx, w); ok && (q.FreesBy.IsZero() || end.Before(q.FreesBy)) {
+				q.FreesBy, q.FreedBy = end, describeWorkload(w, 0)
+			}
 		}
 	}
 	q.Position, q.Pending, q.Ahead = positionIn(pending, wl)
@@ -330,4 +336,29 @@ func (r *RunReconciler) startDeadline(ctx context.Context, run *taugridv1.TauRun
 func jobEndedInFailure(o Observed) bool {
 	p, done := finished(o)
 	return done && p.Phase == taugridv1.PhaseFailed
+}
+
+// timeLimit is when an admitted workload's Job or RayJob must end: its
+// start plus its activeDeadlineSeconds, read from the cache.
+func (r *RunReconciler) timeLimit(ctx context.Context, w *kueue.Workload) (time.Time, bool) {
+	owner := metav1.GetControllerOf(w)
+	if owner == nil {
+		return time.Time{}, false
+	}
+	key := types.NamespacedName{Namespace: w.Namespace, Name: owner.Name}
+	switch owner.Kind {
+	case "Job":
+		j := &batchv1.Job{}
+		if r.Get(ctx, key, j) != nil || j.Status.StartTime == nil || j.Spec.ActiveDeadlineSeconds == nil {
+			return time.Time{}, false
+		}
+		return j.Status.StartTime.Add(time.Duration(*j.Spec.ActiveDeadlineSeconds) * time.Second), true
+	case "RayJob":
+		j := &rayv1.RayJob{}
+		if r.Get(ctx, key, j) != nil || j.Status.StartTime == nil || j.Spec.ActiveDeadlineSeconds == nil {
+			return time.Time{}, false
+		}
+		return j.Status.StartTime.Add(time.Duration(*j.Spec.ActiveDeadlineSeconds) * time.Second), true
+	}
+	return time.Time{}, false
 }

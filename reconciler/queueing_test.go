@@ -69,13 +69,27 @@ func TestAWaitingRunSaysItsPlaceWhoIsAheadAndWhatItNeeds(t *testing.T) {
 	f.poll(t)
 	first := f.runOf(t, "refs/tau/runs/first")
 	f.reconcileRun(t, first.Name, taugridv1.PhaseAdmitted)
+	// The first's Job started now; its time limit (2h) bounds the wait.
+	started := metav1.NewTime(time.Now().Truncate(time.Second))
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		j := &batchv1.Job{}
+		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: f.ns, Name: render.WorkloadName(first.Name, 1)}, j); err != nil {
+			return err
+		}
+		j.Status.StartTime = &started
+		return k8s.Status().Update(context.Background(), j)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Neither may preempt the first: low is below it, normal equal to it.
 	f.research.runRef("later", "target: default\noverrides:\n  policy.priority: low\n")
 	f.research.runRef("sooner", "target: default\n")
 	f.poll(t)
 	later, sooner := f.runOf(t, "refs/tau/runs/later"), f.runOf(t, "refs/tau/runs/sooner")
 	f.reconcileRun(t, sooner.Name, taugridv1.PhaseQueued)
-	want := "queued #2 of 2 in rq2-a: needs 1 more nvidia.com/gpu (rq2-h200); rq2-a uses 1/1 (no borrowing)"
+	want := "queued #2 of 2 in rq2-a: needs 1 more nvidia.com/gpu (rq2-h200); rq2-a uses 1/1 (no borrowing); frees by " +
+		started.Add(2*time.Hour).UTC().Format("15:04") + " UTC"
 	queued := f.reconcileUntil(t, later.Name, taugridv1.PhaseQueued, func(r *taugridv1.TauRun) bool { return r.Status.Message == want })
 	if long := queued.Status.Workload.Reason; !strings.Contains(long, "Ahead: rq2-a/run "+sooner.Name+" (priority 1000)") ||
 		!strings.Contains(long, "nvidia.com/gpu   nominal 1      borrowing limit 0         in use 1") {
@@ -86,7 +100,8 @@ func TestAWaitingRunSaysItsPlaceWhoIsAheadAndWhatItNeeds(t *testing.T) {
 	})
 
 	// tau queue: the quota, then the runs holding it, then those waiting, in order.
-	rep, err := ReportQueue(context.Background(), k8s, f.ns)
+	var rep *QueueReport
+	rep, err = ReportQueue(context.Background(), k8s, f.ns)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -281,8 +281,8 @@ func (d *demo) runOnce(ctx context.Context) error {
 			return false, "", err
 		}
 		for _, r := range runs.Items {
-			if r.Spec.Trigger.Ref != ref {
-				continue
+			if r.Spec.Trigger.Ref != ref || r.Status.Phase == "" {
+				continue // not yet seen by the run reconciler
 			}
 			line := fmt.Sprintf("TauRun %s: %s", r.Name, strings.ToLower(string(r.Status.Phase)))
 			if msg := r.Status.Message; msg != "" && !strings.EqualFold(msg, string(r.Status.Phase)) {

@@ -5,13 +5,11 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,6 +19,7 @@ import (
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/evidence"
 	"github.com/taugrid/taugrid/render"
+	"github.com/taugrid/taugrid/test/controlplane"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -36,28 +35,15 @@ import (
 // The secret a run's environment takes from a Secret, and its log echoes.
 const hfToken = "hf-secret-value-0123456789"
 
-// fakeKubelet serves container logs the way a kubelet does, so the API
-// server's pods/log proxy (and the controller's TailLines/LimitBytes)
-// work as in a cluster; a node pointing at it is created.
-type fakeKubelet struct {
-	node  string
-	logs  map[string]string // "<pod>/<container>" -> log
-	asked chan string       // the query of each request
-}
-
-func newFakeKubelet(t *testing.T, node string) *fakeKubelet {
+// evidenceKubelet is a stand-in kubelet for a healthy GPU node, so the
+// API server's pods/log works as in a cluster.
+func evidenceKubelet(t *testing.T, node string) *controlplane.Kubelet {
 	t.Helper()
-	k := &fakeKubelet{node: node, logs: map[string]string{}, asked: make(chan string, 16)}
-	srv := httptest.NewTLSServer(http.HandlerFunc(k.serve))
-	t.Cleanup(srv.Close)
-	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "https://"))
-	p, _ := strconv.Atoi(port)
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
-	if err := k8s.Create(context.Background(), n); err != nil {
+	k := controlplane.StartKubelet(t, k8s, node)
+	n := &corev1.Node{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Name: node}, n); err != nil {
 		t.Fatal(err)
 	}
-	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
-	n.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(p)
 	n.Status.Conditions = []corev1.NodeCondition{{Type: gpuHealthyCondition, Status: corev1.ConditionTrue, Reason: "Healthy",
 		Message: "8 GPUs healthy", LastTransitionTime: metav1.NewTime(time.Now().Add(-time.Hour))}}
 	if err := k8s.Status().Update(context.Background(), n); err != nil {
@@ -66,34 +52,11 @@ func newFakeKubelet(t *testing.T, node string) *fakeKubelet {
 	return k
 }
 
-// serve answers /containerLogs/<ns>/<pod>/<container>, honouring
-// limitBytes as the kubelet does.
-func (k *fakeKubelet) serve(w http.ResponseWriter, r *http.Request) {
-	parts := strings.Split(strings.TrimPrefix(r.URL.Path, "/containerLogs/"), "/")
-	if len(parts) != 3 {
-		http.NotFound(w, r)
-		return
-	}
-	select {
-	case k.asked <- r.URL.RawQuery:
-	default:
-	}
-	log, ok := k.logs[parts[1]+"/"+parts[2]]
-	if !ok {
-		http.NotFound(w, r)
-		return
-	}
-	if lb, err := strconv.Atoi(r.URL.Query().Get("limitBytes")); err == nil && lb < len(log) {
-		log = log[:lb]
-	}
-	fmt.Fprint(w, log)
-}
-
 type evidenceFixture struct {
 	*runFixture
 	store    *evidence.FileStore
 	recorder *EvidenceRecorder
-	kubelet  *fakeKubelet
+	kubelet  *controlplane.Kubelet
 }
 
 func newEvidenceFixture(t *testing.T, prefix string) *evidenceFixture {
@@ -117,7 +80,7 @@ func newEvidenceFixture(t *testing.T, prefix string) *evidenceFixture {
 	}
 	f.research.edit("tau.yaml", "    PYTHONUNBUFFERED: \"1\"\n", "    PYTHONUNBUFFERED: \"1\"\n  env_secret:\n    HF_TOKEN: \"hf:token\"\n")
 	f.research.commit("read the Hugging Face token from a Secret")
-	return &evidenceFixture{runFixture: f, store: st, recorder: rec, kubelet: newFakeKubelet(t, prefix+"-gpu-1")}
+	return &evidenceFixture{runFixture: f, store: st, recorder: rec, kubelet: evidenceKubelet(t, prefix+"-gpu-1")}
 }
 
 // startedPod records the attempt's pod on the fake kubelet's node, its
@@ -128,7 +91,7 @@ func (f *evidenceFixture) startedPod(t *testing.T, run string, code int32, log s
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns, Labels: map[string]string{render.LabelRun: run, render.LabelAttempt: "1",
 			render.LabelManagedBy: render.ManagedBy}},
-		Spec: corev1.PodSpec{NodeName: f.kubelet.node, Containers: []corev1.Container{{Name: "main", Image: "python:3.12-slim",
+		Spec: corev1.PodSpec{NodeName: f.kubelet.Node, Containers: []corev1.Container{{Name: "main", Image: "python:3.12-slim",
 			Env: []corev1.EnvVar{{Name: "HF_TOKEN", ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 				LocalObjectReference: corev1.LocalObjectReference{Name: "hf"}, Key: "token"}}}}}}},
 	}
@@ -146,7 +109,7 @@ func (f *evidenceFixture) startedPod(t *testing.T, run string, code int32, log s
 	if err := k8s.Status().Update(context.Background(), pod); err != nil {
 		t.Fatal(err)
 	}
-	f.kubelet.logs[name+"/main"] = log
+	f.kubelet.Write(f.ns, name, "main", log)
 	return name
 }
 
@@ -212,7 +175,7 @@ func TestASucceededRunLeavesAVerifiableBundleWithItsSecretMasked(t *testing.T) {
 	if m.Outcome != "Succeeded" || rec.Run.Phase != "Succeeded" || rec.Trigger.Ref != "refs/tags/run/evidence" || rec.Inputs.PolicyCommit == "" {
 		t.Errorf("bundle outcome %s, record run %+v trigger %+v inputs %+v", m.Outcome, rec.Run, rec.Trigger, rec.Inputs)
 	}
-	if q := <-f.kubelet.asked; !strings.Contains(q, "tailLines=500") || !strings.Contains(q, "limitBytes=262144") {
+	if q := <-f.kubelet.Queries; !strings.Contains(q, "tailLines=500") || !strings.Contains(q, "limitBytes=262144") {
 		t.Errorf("the log was asked for with %q, want tailLines and limitBytes", q)
 	}
 	logArtifact := evidence.PrefixLogs + pod + "/main.log"

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -23,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,23 +36,12 @@ var update = flag.Bool("update", false, "rewrite the golden files under testdata
 // The run's secret, which its pod echoes to its log.
 const leakedSecret = "hf_SuperSecretToken123"
 
-// fileLogs serves a pod's log from text: the test control plane has no
-// kubelet to serve pods/log. It streams like the kubelet, honouring TailLines.
-type fileLogs struct{ text string }
-
-func (f fileLogs) Logs(_ context.Context, _, _ string, opts *corev1.PodLogOptions) (io.ReadCloser, error) {
-	lines := strings.SplitAfter(strings.TrimSuffix(f.text, "\n"), "\n")
-	lines[len(lines)-1] += "\n"
-	if opts.TailLines != nil && int(*opts.TailLines) < len(lines) {
-		lines = lines[len(lines)-int(*opts.TailLines):]
-	}
-	return io.NopCloser(strings.NewReader(strings.Join(lines, ""))), nil
-}
-
 type apiFixture struct {
-	c   client.Client
-	url string
-	run *taugridv1.TauRun
+	c       client.Client
+	url     string
+	run     *taugridv1.TauRun
+	pod     string
+	kubelet *controlplane.Kubelet
 }
 
 // newAPIFixture starts the real API server, one failed run with a pod that
@@ -120,14 +111,22 @@ func newAPIFixture(t *testing.T) *apiFixture {
 	if err := c.Status().Update(ctx, run); err != nil {
 		t.Fatal(err)
 	}
-	api := &reconciler.RunsAPI{Client: c, Logs: fileLogs{text: "epoch 0: loss 1.0\nlogging in with " + leakedSecret + "\nTraceback: ValueError\n"},
+	// The pod's log, served by a stand-in kubelet behind the API server's
+	// real pods/log.
+	kubelet := controlplane.StartKubelet(t, c, "gpu-1")
+	kubelet.Write("team-a", pod.Name, "main", "epoch 0: loss 1.0\nlogging in with "+leakedSecret+"\nTraceback: ValueError\n")
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	api := &reconciler.RunsAPI{Client: c, Logs: reconciler.PodLogs{Pods: cs.CoreV1()},
 		Tokens: &reconciler.Tokens{Reader: c, Namespace: "tau-system", Clock: clock.RealClock{}}, Nudger: &reconciler.AnnotationNudger{Client: c, Clock: clock.RealClock{}}}
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	t.Setenv("TAU_TOKEN", "team-a-token-value")
 	t.Setenv("TAU_API_URL", "")
 	t.Setenv("KUBECONFIG", filepath.Join(t.TempDir(), "none")) // the API, never a kubeconfig
-	return &apiFixture{c: c, url: srv.URL, run: run}
+	return &apiFixture{c: c, url: srv.URL, run: run, pod: pod.Name, kubelet: kubelet}
 }
 
 func golden(t *testing.T, name, got string) {
@@ -188,6 +187,34 @@ func TestTheCLIReadsRunsThroughTheControllersAPIWithATenantToken(t *testing.T) {
 		}
 		if want := "logging in with ****\nTraceback: ValueError\n"; out != want {
 			t.Errorf("tau logs = %q, want %q", out, want)
+		}
+	})
+	t.Run("logs -f streams as the pod writes, masked, until it exits", func(t *testing.T) {
+		pr, pw := io.Pipe()
+		done := make(chan error, 1)
+		go func() {
+			cmd := newRootCmd(pw, io.Discard)
+			cmd.SetArgs(append([]string{"logs", "-f", id, "--tail", "1"}, api...))
+			done <- cmd.Execute()
+			pw.Close()
+		}()
+		lines := bufio.NewScanner(pr)
+		next := func() string {
+			if !lines.Scan() {
+				t.Fatalf("the stream ended early: %v", lines.Err())
+			}
+			return lines.Text()
+		}
+		if got := next(); got != "Traceback: ValueError" {
+			t.Fatalf("first line %q", got)
+		}
+		f.kubelet.Write("team-a", f.pod, "main", "retrying with "+leakedSecret+"\n")
+		if got := next(); got != "retrying with ****" {
+			t.Fatalf("streamed line %q, want it masked", got)
+		}
+		f.kubelet.Exit("team-a", f.pod, "main")
+		if err := <-done; err != nil {
+			t.Fatalf("tau logs -f: %v", err)
 		}
 	})
 	t.Run("diagnose names the exit code and masks the secret", func(t *testing.T) {

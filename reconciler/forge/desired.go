@@ -2,7 +2,6 @@ package forge
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
@@ -42,11 +41,12 @@ func summary(run *taugridv1.TauRun, line string) string {
 		b.WriteString("\n")
 	}
 	if w := st.Workload; w != nil {
-		fmt.Fprintf(&b, "**Queue** `%s`; **workload** %s `%s`", w.Queue, w.Kind, w.Name)
-		if w.Reason != "" {
-			fmt.Fprintf(&b, "; Kueue: %s", w.Reason)
+		fmt.Fprintf(&b, "**Queue** `%s`; **workload** %s `%s`\n\n", w.Queue, w.Kind, w.Name)
+		if w.Reason != "" && st.Phase == taugridv1.PhaseQueued {
+			// The run reconciler's explanation: position, who is ahead,
+			// the quota table, Kueue's own words.
+			fmt.Fprintf(&b, "**Why it waits**\n\n```\n%s\n```\n\n", strings.ReplaceAll(w.Reason, "```", "'''"))
 		}
-		b.WriteString("\n\n")
 	}
 	if n := len(st.Attempts); n > 0 {
 		fmt.Fprintf(&b, "**Attempts** %d\n\n", n)
@@ -68,11 +68,11 @@ func describe(run *taugridv1.TauRun) (State, string) {
 	}
 	switch run.Status.Phase {
 	case taugridv1.PhaseQueued:
-		reason := ""
-		if w := run.Status.Workload; w != nil {
-			reason = w.Reason
+		// The run reconciler explains every wait in one line (ExplainWait).
+		if msg == "" || strings.HasPrefix(msg, "submitted to queue ") {
+			return StatePending, strings.TrimSpace("queued in " + queue)
 		}
-		return StatePending, queuedDescription(queue, reason)
+		return StatePending, msg
 	case taugridv1.PhaseAdmitted:
 		return StateRunning, "admitted in " + queue + ": starting"
 	case taugridv1.PhaseRunning:
@@ -90,36 +90,4 @@ func describe(run *taugridv1.TauRun) (State, string) {
 func firstLine(s string) string {
 	line, _, _ := strings.Cut(s, "\n")
 	return strings.TrimSpace(line)
-}
-
-// Kueue's messages for a workload it cannot admit, as of v0.17.
-var (
-	reUnusedQuota = regexp.MustCompile(`insufficient unused quota for (\S+) in flavor \S+, (\d+) more needed`)
-	reMaxCapacity = regexp.MustCompile(`insufficient quota for (\S+) in flavor \S+, request > maximum capacity \((\S+) > (\S+)\)`)
-	reUnavailable = regexp.MustCompile(`resource (\S+) unavailable in ClusterQueue`)
-	rePodSet      = regexp.MustCompile(`^couldn't assign flavors to pod set \S+: `)
-)
-
-// queuedDescription turns Kueue's reason into tenant words: whether the run
-// will start on its own (busy now) or never (larger than the queue).
-func queuedDescription(queue, reason string) string {
-	prefix := "queued in " + queue
-	if queue == "" {
-		prefix = "queued"
-	}
-	var why string
-	switch m := []([]string){reUnusedQuota.FindStringSubmatch(reason), reMaxCapacity.FindStringSubmatch(reason),
-		reUnavailable.FindStringSubmatch(reason)}; {
-	case m[0] != nil:
-		why = fmt.Sprintf("waiting for %s %s", m[0][2], m[0][1])
-	case m[1] != nil:
-		why = fmt.Sprintf("never fits: asks for %s %s, the queue's maximum is %s", m[1][2], m[1][1], m[1][3])
-	case m[2] != nil:
-		why = fmt.Sprintf("never fits: the queue offers no %s", m[2][1])
-	case reason == "" || strings.HasPrefix(reason, "queued in ") || strings.HasPrefix(reason, "submitted to queue "):
-		return prefix
-	default:
-		why = rePodSet.ReplaceAllString(firstLine(reason), "")
-	}
-	return prefix + ": " + why
 }

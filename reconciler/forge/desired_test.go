@@ -45,22 +45,12 @@ func TestDesiredStatusSpeaksTheResearchersLanguage(t *testing.T) {
 			run: aRun(taugridv1.PhasePending, withMessage("reading tau.yaml")), state: forge.StatePending, desc: "accepted: preparing the run"},
 		"a run Kueue has not looked at yet shows its queue": {
 			run: aRun(taugridv1.PhaseQueued, inQueue("runs", "")), state: forge.StatePending, desc: "queued in runs"},
-		"a run waiting for busy GPUs says how many it waits for": {
-			run: aRun(taugridv1.PhaseQueued, inQueue("runs",
-				"couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h200, 1 more needed")),
-			state: forge.StatePending, desc: "queued in runs: waiting for 1 nvidia.com/gpu"},
-		"a run larger than its queue says it never fits": {
-			run: aRun(taugridv1.PhaseQueued, inQueue("runs",
-				"couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor h200, request > maximum capacity (16 > 8)")),
-			state: forge.StatePending, desc: "queued in runs: never fits: asks for 16 nvidia.com/gpu, the queue's maximum is 8"},
-		"a resource the queue does not offer never fits": {
-			run: aRun(taugridv1.PhaseQueued, inQueue("runs",
-				"couldn't assign flavors to pod set main: resource ephemeral-storage unavailable in ClusterQueue")),
-			state: forge.StatePending, desc: "queued in runs: never fits: the queue offers no ephemeral-storage"},
-		"an unknown Kueue reason is passed on without the pod set": {
-			run: aRun(taugridv1.PhaseQueued, inQueue("runs",
-				"couldn't assign flavors to pod set main: topology \"rack\" doesn't allow to fit any of 2 pod(s)")),
-			state: forge.StatePending, desc: "queued in runs: topology \"rack\" doesn't allow to fit any of 2 pod(s)"},
+		"a waiting run shows the run reconciler's one-line explanation": {
+			run: aRun(taugridv1.PhaseQueued, inQueue("runs", "the long explanation"),
+				withMessage("queued #2 of 3 in team-a: needs 8 more nvidia.com/gpu (h200); team-a uses 16/8 (8 borrowed)")),
+			state: forge.StatePending, desc: "queued #2 of 3 in team-a: needs 8 more nvidia.com/gpu (h200); team-a uses 16/8 (8 borrowed)"},
+		"just submitted, it shows its queue": {
+			run: aRun(taugridv1.PhaseQueued, inQueue("runs", ""), withMessage("submitted to queue runs")), state: forge.StatePending, desc: "queued in runs"},
 		"an admitted run is starting": {
 			run: aRun(taugridv1.PhaseAdmitted, inQueue("runs", "")), state: forge.StateRunning, desc: "admitted in runs: starting"},
 		"a running run is running": {
@@ -94,14 +84,16 @@ func TestCheckRunSummaryTellsWhatRanWhereAndWhen(t *testing.T) {
 	run.Spec.Trigger = taugridv1.Trigger{Kind: taugridv1.TriggerRunRef, Ref: "refs/tau/runs/r-1", Requester: "alice@example.com"}
 	at := metav1.Date(2026, 11, 30, 3, 4, 5, 0, time.UTC)
 	run.Status.Phases = []taugridv1.PhaseTransition{{Phase: taugridv1.PhasePending, Time: at}, {Phase: taugridv1.PhaseQueued, Time: at}}
-	run.Status.Workload = &taugridv1.WorkloadStatus{Kind: "Job", Name: "research-first-1a2b3c-1", Queue: "runs", Reason: "waiting for 1 nvidia.com/gpu"}
+	run.Status.Workload = &taugridv1.WorkloadStatus{Kind: "Job", Name: "research-first-1a2b3c-1", Queue: "runs",
+		Reason: "queued #1 of 1 in team-a: needs 1 more nvidia.com/gpu (h200).\nKueue: couldn't assign flavors"}
 	run.Status.Attempts = []taugridv1.Attempt{{Number: 1}}
 	run.Status.TauFile, run.Status.ConfigDigest, run.Status.PolicyCommit, run.Status.PolicyDigest = "tau.yaml", "sha256:c0ffee", strings.Repeat("9", 40), "sha256:beef"
 	got := forge.Desired(run).Summary
 	for _, want := range []string{
 		"RunRef `refs/tau/runs/r-1` by alice@example.com",
 		"| Queued | 2026-11-30 03:04:05 |",
-		"**Queue** `runs`; **workload** Job `research-first-1a2b3c-1`; Kueue: waiting for 1 nvidia.com/gpu",
+		"**Queue** `runs`; **workload** Job `research-first-1a2b3c-1`",
+		"**Why it waits**\n\n```\nqueued #1 of 1 in team-a: needs 1 more nvidia.com/gpu (h200).\nKueue: couldn't assign flavors\n```",
 		"**Attempts** 1",
 		"**Config** `tau.yaml` `sha256:c0ffee`; **policy** at `999999999999` `sha256:beef`",
 		"[Evidence](https://tau.example/runs/research-first-1a2b3c)",

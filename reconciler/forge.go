@@ -66,7 +66,7 @@ const (
 // +kubebuilder:rbac:groups=taugrid.dev,resources=tauruns,verbs=get;list;watch
 // +kubebuilder:rbac:groups=taugrid.dev,resources=tauruns/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=taugrid.dev,resources=taurepositories,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
 // Reconcile posts the run's desired status when it differs from the last
 // one posted, recorded in status.forge.

@@ -55,7 +55,7 @@ type RepositoryReconciler struct {
 // +kubebuilder:rbac:groups=taugrid.dev,resources=taurepositories,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=taugrid.dev,resources=taurepositories/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=taugrid.dev,resources=tauruns,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
 // Reconcile polls the repository once and requeues after its interval.
 func (r *RepositoryReconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, err error) {

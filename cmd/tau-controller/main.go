@@ -100,6 +100,9 @@ func run(ctx context.Context, o options) error {
 		HealthProbeBindAddress: o.probeAddr,
 		LeaderElection:         o.leaderElect,
 		LeaderElectionID:       "tau-controller.taugrid.dev",
+		// Secrets are read when needed, never cached: the controller holds
+		// no copy of the cluster's Secrets and needs no list or watch on them.
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
 		// Cache only the pods TauGrid made, not every pod of the cluster.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedBy})},

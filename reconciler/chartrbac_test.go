@@ -104,7 +104,7 @@ func startChartManager(t *testing.T, cfg *rest.Config, log logr.Logger) (*Annota
 		LeaderElectionID:        "tau-controller.taugrid.dev",
 		LeaderElectionNamespace: chart.Namespace,
 		Controller:              config.Controller{SkipNameValidation: ptr.To(true), CacheSyncTimeout: 30 * time.Second},
-		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}}, // as cmd/tau-controller
+		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}}, // as cmd/tau-controller
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedBy})},
 		}},

@@ -64,7 +64,7 @@ const (
 )
 
 // +kubebuilder:rbac:groups=taugrid.dev,resources=tauruns,verbs=get;list;watch
-// +kubebuilder:rbac:groups=taugrid.dev,resources=tauruns/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=taugrid.dev,resources=tauruns/status,verbs=get;patch
 // +kubebuilder:rbac:groups=taugrid.dev,resources=taurepositories,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 

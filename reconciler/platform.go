@@ -54,7 +54,7 @@ type PlatformReconciler struct {
 }
 
 // +kubebuilder:rbac:groups=taugrid.dev,resources=tauplatforms,verbs=get;list;watch
-// +kubebuilder:rbac:groups=taugrid.dev,resources=tauplatforms/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=taugrid.dev,resources=tauplatforms/status,verbs=get;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=resourceflavors;workloadpriorityclasses;cohorts;clusterqueues;localqueues,verbs=get;list;watch;create;patch;delete

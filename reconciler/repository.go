@@ -53,7 +53,7 @@ type RepositoryReconciler struct {
 }
 
 // +kubebuilder:rbac:groups=taugrid.dev,resources=taurepositories,verbs=get;list;watch;patch
-// +kubebuilder:rbac:groups=taugrid.dev,resources=taurepositories/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=taugrid.dev,resources=taurepositories/status,verbs=get;patch
 // +kubebuilder:rbac:groups=taugrid.dev,resources=tauruns,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 

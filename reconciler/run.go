@@ -88,8 +88,8 @@ type SourceArchiver interface {
 	SourceArchive(ctx context.Context, repo *taugridv1.TauRepository, run *taugridv1.TauRun) (*render.SourceArchive, error)
 }
 
-// +kubebuilder:rbac:groups=taugrid.dev,resources=tauruns,verbs=get;list;watch;update;patch
-// +kubebuilder:rbac:groups=taugrid.dev,resources=tauruns/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=taugrid.dev,resources=tauruns,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=taugrid.dev,resources=tauruns/status,verbs=get;patch
 // +kubebuilder:rbac:groups=taugrid.dev,resources=taurepositories,verbs=get;list;watch
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=ray.io,resources=rayjobs,verbs=get;list;watch;create;delete

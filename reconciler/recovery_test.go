@@ -17,7 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
@@ -51,6 +53,9 @@ func TestAPreemptedAttemptIsRetriedAndResumesFromItsCheckpoint(t *testing.T) {
 	f.poll(t)
 	low, high := f.runOf(t, "refs/tau/runs/low"), f.runOf(t, "refs/tau/runs/high")
 	f.reconcileRun(t, low.Name, taugridv1.PhaseAdmitted)
+	startPods(t, f.ns, render.WorkloadName(low.Name, 1))
+	f.reconcileRun(t, low.Name, taugridv1.PhaseRunning)
+	clk.SetTime(clk.Now().Add(10 * time.Minute)) // it trains for ten minutes
 	f.reconcileRun(t, high.Name, taugridv1.PhaseQueued)
 
 	// Kueue evicts the low run to admit the high one.
@@ -60,7 +65,8 @@ func TestAPreemptedAttemptIsRetriedAndResumesFromItsCheckpoint(t *testing.T) {
 		t.Fatalf("message = %q, want it to start with %q", waiting.Status.Message, want)
 	}
 	t.Logf("preempted run: %s", waiting.Status.Message)
-	if a := waiting.Status.Attempts[0]; a.FailureClass != "Preempted" || a.EndTime == nil || !strings.Contains(a.Reason, high.Name) {
+	if a := waiting.Status.Attempts[0]; a.FailureClass != "Preempted" || a.EndTime == nil || !strings.Contains(a.Reason, high.Name) ||
+		!strings.Contains(a.Reason, ", after 10m") || !strings.HasSuffix(a.Reason, "s of running (work since its last checkpoint is lost)") { // times are kept to the second
 		t.Errorf("attempt 1 = %+v, want Preempted by %s with an end time", a, high.Name)
 	}
 	// The preempted Job is gone, so Kueue cannot requeue it behind TauGrid's back.
@@ -249,5 +255,23 @@ func TestAFailedRunResumesOncePerRequest(t *testing.T) {
 	}
 	if n := len(f.jobs(t)); n != 2 {
 		t.Errorf("%d Jobs, want 2: a handled request resumed again", n)
+	}
+}
+
+// startPods does what the Job controller reports once the attempt's pod is
+// running: one active, ready pod.
+func startPods(t testing.TB, ns, job string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		j := &batchv1.Job{}
+		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: job}, j); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		j.Status.StartTime, j.Status.Active, j.Status.Ready = &now, 1, ptr.To(int32(1))
+		return k8s.Status().Update(context.Background(), j)
+	})
+	if err != nil {
+		t.Fatalf("starting Job %s: %v", job, err)
 	}
 }

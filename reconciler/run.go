@@ -376,6 +376,10 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 	if obs.Workload != nil {
 		w.Workload = obs.Workload.Name
 	}
+	if n := len(run.Status.Attempts); p.Phase == taugridv1.PhaseRunning && n > 0 && run.Status.Attempts[n-1].StartTime == nil {
+		now := metav1.NewTime(r.Clock.Now())
+		run.Status.Attempts[n-1].StartTime = &now
+	}
 	if p.Phase != run.Status.Phase {
 		r.Recorder.Eventf(run, nil, eventType(p.Phase), string(p.Phase), "Progress", "%s", p.Message)
 	}
@@ -456,6 +460,11 @@ func (r *RunReconciler) classify(ctx context.Context, run *taugridv1.TauRun, obs
 			return "", "", err
 		} else if by != "" {
 			reason = by
+		}
+		if n := len(run.Status.Attempts); n > 0 && run.Status.Attempts[n-1].StartTime != nil {
+			// What it had done since its last checkpoint is lost; at most this.
+			ran := r.Clock.Now().Sub(run.Status.Attempts[n-1].StartTime.Time).Round(time.Second)
+			reason += fmt.Sprintf(", after %s of running (work since its last checkpoint is lost)", ran)
 		}
 	}
 	if n := len(run.Status.Attempts); n > 0 {

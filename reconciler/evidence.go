@@ -284,11 +284,7 @@ func (s *PolicyStore) PolicyFiles(ctx context.Context, platform, commit string) 
 	if err := s.Client.Get(ctx, types.NamespacedName{Name: platform}, &p); err != nil {
 		return nil, fmt.Errorf("platform %s: %w", platform, err)
 	}
-	remote, err := remoteFor(ctx, s.Client, s.Namespace, p.Spec.GitSource)
-	if err != nil {
-		return nil, err
-	}
-	lp, err := s.load(ctx, remote, p.Spec.Ref, commit, p.Spec.Path)
+	lp, err := s.load(ctx, &p, commit)
 	if err != nil {
 		return nil, err
 	}

@@ -133,12 +133,7 @@ func (r *PlatformReconciler) reconcilePolicy(ctx context.Context, p *taugridv1.T
 		return // nothing new; the last verdict stands
 	}
 	p.Status.LastAttemptedCommit = commit
-	remote, err := remoteFor(ctx, r.Client, r.Policies.Namespace, p.Spec.GitSource)
-	if err != nil {
-		r.invalid(p, commit, err)
-		return
-	}
-	lp, err := r.Policies.load(ctx, remote, p.Spec.Ref, commit, p.Spec.Path)
+	lp, err := r.Policies.load(ctx, p, commit)
 	if err != nil {
 		r.invalid(p, commit, err)
 		return

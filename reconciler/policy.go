@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
-	"github.com/taugrid/taugrid/gitsource"
 	"github.com/taugrid/taugrid/render"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,20 +45,19 @@ func (s *PolicyStore) Policy(ctx context.Context, platform string) (*render.Poli
 	if p.Status.Commit == "" {
 		return nil, "", fmt.Errorf("platform %s: %w", platform, errNoPolicyYet)
 	}
-	remote, err := remoteFor(ctx, s.Client, s.Namespace, p.Spec.GitSource)
-	if err != nil {
-		return nil, "", err
-	}
-	lp, err := s.load(ctx, remote, p.Spec.Ref, p.Status.Commit, p.Spec.Path)
+	lp, err := s.load(ctx, &p, p.Status.Commit)
 	if err != nil {
 		return nil, "", err
 	}
 	return lp.policy, p.Status.Commit, nil
 }
 
-// load reads and validates the policy at commit; an invalid policy returns
-// render's located errors.
-func (s *PolicyStore) load(ctx context.Context, remote gitsource.Remote, ref, commit, dir string) (*loadedPolicy, error) {
+// load reads and validates a platform's policy at commit; an invalid policy
+// returns render's located errors. A policy at a commit never changes, so
+// it is read once: the credentials Secret is read only then, not on every
+// run reconcile that asks for the policy.
+func (s *PolicyStore) load(ctx context.Context, p *taugridv1.TauPlatform, commit string) (*loadedPolicy, error) {
+	dir := p.Spec.Path
 	key := commit + ":" + dir
 	s.mu.Lock()
 	lp, ok := s.cache[key]
@@ -67,7 +65,11 @@ func (s *PolicyStore) load(ctx context.Context, remote gitsource.Remote, ref, co
 	if ok {
 		return lp, nil
 	}
-	tree, err := treeFS(ctx, s.Git, remote, refName(ref), commit)
+	remote, err := remoteFor(ctx, s.Client, s.Namespace, p.Spec.GitSource)
+	if err != nil {
+		return nil, err
+	}
+	tree, err := treeFS(ctx, s.Git, remote, refName(p.Spec.Ref), commit)
 	if err != nil {
 		return nil, err
 	}

@@ -215,7 +215,7 @@ func setupServers(mgr manager.Manager, sources *reconciler.Sources, clientset ku
 	nudger := &reconciler.AnnotationNudger{Client: c, Clock: clock.RealClock{}}
 	hooks := http.NewServeMux()
 	hooks.Handle("POST /hooks/{id}", webhookMetrics.Wrap(gitsource.NewWebhookHandler(
-		&reconciler.WebhookReceivers{Client: c, Forge: gitsource.ForgeGitHub}, nudger,
+		&reconciler.WebhookReceivers{Client: c, Forge: gitsource.ForgeGitHub, Clock: clock.RealClock{}}, nudger,
 		gitsource.WebhookOptions{Log: ctrl.Log.WithName("webhook")})))
 	servers := []*http.Server{
 		gitsource.NewWebhookServer(o.webhookAddr, hooks),

@@ -167,7 +167,7 @@ func (e *EvidenceRecorder) setCondition(run *taugridv1.TauRun, s metav1.Conditio
 func endedAttempts(run *taugridv1.TauRun) []int {
 	var out []int
 	for i, a := range run.Status.Attempts {
-		if a.EndTime != nil || (i == len(run.Status.Attempts)-1 && final(run.Status.Phase)) {
+		if a.EndTime != nil || (i == len(run.Status.Attempts)-1 && run.Status.Phase.Final()) {
 			out = append(out, a.Number)
 		}
 	}

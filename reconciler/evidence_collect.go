@@ -96,7 +96,7 @@ func (c *collection) stampAttempt(now time.Time) {
 	}
 	if a.End == nil {
 		end := now.UTC()
-		if n := len(c.run.Status.Phases); n > 0 && final(c.run.Status.Phase) {
+		if n := len(c.run.Status.Phases); n > 0 && c.run.Status.Phase.Final() {
 			end = c.run.Status.Phases[n-1].Time.UTC()
 		}
 		a.End = &end
@@ -107,9 +107,9 @@ func (c *collection) stampAttempt(now time.Time) {
 func outcome(run *taugridv1.TauRun, n int) string {
 	a := run.Status.Attempts[n-1]
 	switch {
-	case n < len(run.Status.Attempts) || (a.FailureClass != "" && !final(run.Status.Phase)):
+	case n < len(run.Status.Attempts) || (a.FailureClass != "" && !run.Status.Phase.Final()):
 		return "Retried"
-	case final(run.Status.Phase):
+	case run.Status.Phase.Final():
 		return string(run.Status.Phase)
 	case a.FailureClass != "":
 		return string(taugridv1.PhaseFailed)

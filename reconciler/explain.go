@@ -6,9 +6,7 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
@@ -143,43 +141,20 @@ func usage(cq *kueue.ClusterQueue, flavor, res string) string {
 	if cq == nil {
 		return ""
 	}
-	var nominal resource.Quantity
-	var borrowLimit *resource.Quantity
-	found := false
-	for _, rg := range cq.Spec.ResourceGroups {
-		for _, f := range rg.Flavors {
-			if string(f.Name) != flavor {
-				continue
-			}
-			for _, r := range f.Resources {
-				if string(r.Name) == res {
-					nominal, borrowLimit, found = r.NominalQuota, r.BorrowingLimit, true
-				}
-			}
-		}
-	}
-	if !found {
-		return ""
-	}
-	var used, borrowed resource.Quantity
-	for _, fu := range cq.Status.FlavorsReservation {
-		if string(fu.Name) != flavor {
+	for _, r := range quotaRows(cq) {
+		if r.Flavor != flavor || r.Resource != res {
 			continue
 		}
-		for _, ru := range fu.Resources {
-			if ru.Name == corev1.ResourceName(res) {
-				used, borrowed = ru.Total, ru.Borrowed
-			}
+		s := fmt.Sprintf("%s uses %s/%s", cq.Name, r.InUse, r.Nominal)
+		switch {
+		case r.Borrowed != "0":
+			s += fmt.Sprintf(" (%s borrowed)", r.Borrowed)
+		case r.BorrowingLimit == "none" || r.BorrowingLimit == "0":
+			s += " (no borrowing)"
 		}
+		return s
 	}
-	s := fmt.Sprintf("%s uses %s/%s", cq.Name, used.String(), nominal.String())
-	switch {
-	case !borrowed.IsZero():
-		s += fmt.Sprintf(" (%s borrowed)", borrowed.String())
-	case cq.Spec.CohortName == "" || borrowLimit != nil && borrowLimit.IsZero():
-		s += " (no borrowing)"
-	}
-	return s
+	return ""
 }
 
 func explanation(kind WaitKind, short string, q QueueState, kueueMsg string) Explanation {

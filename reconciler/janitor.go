@@ -177,7 +177,7 @@ func (j *Janitor) followed(ctx context.Context, job client.Object) bool {
 	}
 	run := &taugridv1.TauRun{}
 	err := j.Client.Get(ctx, types.NamespacedName{Namespace: job.GetNamespace(), Name: owner.Name}, run)
-	return err == nil && run.UID == owner.UID && !final(run.Status.Phase)
+	return err == nil && run.UID == owner.UID && !run.Status.Phase.Final()
 }
 
 func (j *Janitor) anyPodRunning(ctx context.Context, job client.Object) (bool, error) {

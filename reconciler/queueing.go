@@ -58,7 +58,7 @@ func (r *RunReconciler) queueState(ctx context.Context, wl *kueue.Workload) Queu
 			pending = append(pending, w)
 		case meta.IsStatusConditionTrue(w.Status.Conditions, kueue.WorkloadAdmitted) && !meta.IsStatusConditionTrue(w.Status.Conditions, kueue.WorkloadFinished):
 			if end, ok := r.timeLimit(ctx, w); ok && (q.FreesBy.IsZero() || end.Before(q.FreesBy)) {
-				q.FreesBy, q.FreedBy = end, describeWorkload(w, 0)
+				q.FreesBy, q.FreedBy = end, describeWorkload(w)
 			}
 		}
 	}
@@ -77,15 +77,9 @@ func isPending(w *kueue.Workload) bool {
 // StrictFIFO queues do (higher priority first, then older) and returns
 // wl's 1-based place, the number pending, and who is just ahead.
 func positionIn(pending []*kueue.Workload, wl *kueue.Workload) (int, int, []string) {
-	prio := func(w *kueue.Workload) int32 {
-		if w.Spec.Priority != nil {
-			return *w.Spec.Priority
-		}
-		return 0
-	}
 	sort.SliceStable(pending, func(i, j int) bool {
 		a, b := pending[i], pending[j]
-		if pa, pb := prio(a), prio(b); pa != pb {
+		if pa, pb := priority(a), priority(b); pa != pb {
 			return pa > pb
 		}
 		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
@@ -97,7 +91,7 @@ func positionIn(pending []*kueue.Workload, wl *kueue.Workload) (int, int, []stri
 		if w.UID == wl.UID && w.Namespace == wl.Namespace && w.Name == wl.Name {
 			var ahead []string
 			for j := max(0, i-maxAhead); j < i; j++ {
-				ahead = append(ahead, describeWorkload(pending[j], prio(pending[j])))
+				ahead = append(ahead, describeWorkload(pending[j]))
 			}
 			return i + 1, len(pending), ahead
 		}
@@ -105,8 +99,17 @@ func positionIn(pending []*kueue.Workload, wl *kueue.Workload) (int, int, []stri
 	return 0, len(pending), nil
 }
 
-// describeWorkload names a workload as a researcher knows it: the run.
-func describeWorkload(w *kueue.Workload, prio int32) string {
+func priority(w *kueue.Workload) int32 {
+	if w.Spec.Priority != nil {
+		return *w.Spec.Priority
+	}
+	return 0
+}
+
+// describeWorkload names a workload as a researcher knows it: the run, and
+// its priority.
+func describeWorkload(w *kueue.Workload) string {
+	prio := priority(w)
 	name := w.Name
 	for _, ref := range w.OwnerReferences {
 		if run, ok := render.RunOfWorkload(ref.Name); ok {

@@ -73,7 +73,7 @@ func ReportQueue(ctx context.Context, c client.Reader, ns string) (*QueueReport,
 	for i := len(runs.Items) - 1; i >= 0; i-- { // oldest first
 		r := runs.Items[i]
 		w := r.Status.Workload
-		if w == nil || final(r.Status.Phase) {
+		if w == nil || r.Status.Phase.Final() {
 			continue
 		}
 		qr := QueuedRun{Run: r.Name, Ref: r.Spec.Trigger.Ref, Queue: w.Queue, Phase: r.Status.Phase, Message: r.Status.Message}

@@ -268,7 +268,7 @@ func (r *RepositoryReconciler) cancelRuns(ctx context.Context, repo *taugridv1.T
 	}
 	for i := range runs.Items {
 		run := &runs.Items[i]
-		if run.Spec.Cancel || final(run.Status.Phase) {
+		if run.Spec.Cancel || run.Status.Phase.Final() {
 			continue
 		}
 		patch := client.MergeFrom(run.DeepCopy())

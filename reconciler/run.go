@@ -106,7 +106,7 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	resume := resumeRequested(run)
-	if !run.DeletionTimestamp.IsZero() || final(run.Status.Phase) && !resume {
+	if !run.DeletionTimestamp.IsZero() || run.Status.Phase.Final() && !resume {
 		return reconcile.Result{}, nil
 	}
 	base := run.DeepCopy()
@@ -144,10 +144,6 @@ func (r *RunReconciler) patchStatus(ctx context.Context, base, run *taugridv1.Ta
 		return nil
 	}
 	return client.IgnoreNotFound(r.Status().Patch(ctx, run, client.MergeFrom(base)))
-}
-
-func final(p taugridv1.RunPhase) bool {
-	return p == taugridv1.PhaseSucceeded || p == taugridv1.PhaseFailed || p == taugridv1.PhaseCancelled
 }
 
 // AnnotationResume asks a failed run to resume: a new attempt, from the
@@ -384,7 +380,7 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 		r.Recorder.Eventf(run, nil, eventType(p.Phase), string(p.Phase), "Progress", "%s", p.Message)
 	}
 	r.setPhase(run, p.Phase, p.Message)
-	if final(p.Phase) {
+	if p.Phase.Final() {
 		status := metav1.ConditionTrue
 		if p.Phase != taugridv1.PhaseSucceeded {
 			status = metav1.ConditionFalse
@@ -594,7 +590,7 @@ func (r *RunReconciler) setPhase(run *taugridv1.TauRun, phase taugridv1.RunPhase
 	}
 	run.Status.Phase = phase
 	run.Status.Phases = append(run.Status.Phases, taugridv1.PhaseTransition{Phase: phase, Time: metav1.NewTime(r.Clock.Now())})
-	if !final(phase) {
+	if !phase.Final() {
 		r.setCondition(run, taugridv1.ConditionReconciling, metav1.ConditionTrue, string(phase), msg)
 	}
 }

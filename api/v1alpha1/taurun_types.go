@@ -72,6 +72,11 @@ const (
 	PhaseCancelled RunPhase = "Cancelled" // its ref was deleted, or it was cancelled
 )
 
+// Final reports a phase a run never leaves.
+func (p RunPhase) Final() bool {
+	return p == PhaseSucceeded || p == PhaseFailed || p == PhaseCancelled
+}
+
 // PhaseTransition records when a run entered a phase.
 type PhaseTransition struct {
 	Phase RunPhase    `json:"phase"`

@@ -97,7 +97,7 @@ func (v *liveView) frame(run *taugridv1.TauRun, id string, frame int) []string {
 		return []string{fmt.Sprintf("%s run %s: waiting for the controller to pick up the run ref", spin, id)}
 	}
 	phase := run.Status.Phase
-	if final(phase) {
+	if phase.Final() {
 		spin = map[taugridv1.RunPhase]string{taugridv1.PhaseSucceeded: "✓", taugridv1.PhaseFailed: "✗", taugridv1.PhaseCancelled: "-"}[phase]
 	}
 	head := fmt.Sprintf("%s run %s  %s", spin, id, v.paint(phase, orDash(string(phase))))
@@ -121,14 +121,10 @@ func (v *liveView) frame(run *taugridv1.TauRun, id string, frame int) []string {
 
 // end is when the run ended, or now.
 func end(run *taugridv1.TauRun) time.Time {
-	if final(run.Status.Phase) && len(run.Status.Phases) > 0 {
+	if run.Status.Phase.Final() && len(run.Status.Phases) > 0 {
 		return run.Status.Phases[len(run.Status.Phases)-1].Time.Time
 	}
 	return time.Now()
-}
-
-func final(p taugridv1.RunPhase) bool {
-	return p == taugridv1.PhaseSucceeded || p == taugridv1.PhaseFailed || p == taugridv1.PhaseCancelled
 }
 
 func (v *liveView) plain(run *taugridv1.TauRun) {

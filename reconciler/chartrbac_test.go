@@ -14,12 +14,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -104,10 +102,8 @@ func startChartManager(t *testing.T, cfg *rest.Config, log logr.Logger) (*Annota
 		LeaderElectionID:        "tau-controller.taugrid.dev",
 		LeaderElectionNamespace: chart.Namespace,
 		Controller:              config.Controller{SkipNameValidation: ptr.To(true), CacheSyncTimeout: 30 * time.Second},
-		Client:                  client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}}, // as cmd/tau-controller
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedBy})},
-		}},
+		Client:                  ClientOptions(), // as cmd/tau-controller
+		Cache:                   CacheOptions(),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -8,13 +8,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/taugrid/taugrid/render"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"net/http"
 	"os"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -100,13 +95,8 @@ func run(ctx context.Context, o options) error {
 		HealthProbeBindAddress: o.probeAddr,
 		LeaderElection:         o.leaderElect,
 		LeaderElectionID:       "tau-controller.taugrid.dev",
-		// Secrets are read when needed, never cached: the controller holds
-		// no copy of the cluster's Secrets and needs no list or watch on them.
-		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}}}},
-		// Cache only the pods TauGrid made, not every pod of the cluster.
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedBy})},
-		}},
+		Client:                 reconciler.ClientOptions(),
+		Cache:                  reconciler.CacheOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)

@@ -71,17 +71,7 @@ func TestAWaitingRunSaysItsPlaceWhoIsAheadAndWhatItNeeds(t *testing.T) {
 	f.reconcileRun(t, first.Name, taugridv1.PhaseAdmitted)
 	// The first's Job started now; its time limit (2h) bounds the wait.
 	started := metav1.NewTime(time.Now().Truncate(time.Second))
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		j := &batchv1.Job{}
-		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: f.ns, Name: render.WorkloadName(first.Name, 1)}, j); err != nil {
-			return err
-		}
-		j.Status.StartTime = &started
-		return k8s.Status().Update(context.Background(), j)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	setJobStatus(t, f.ns, render.WorkloadName(first.Name, 1), "starting", func(st *batchv1.JobStatus) { st.StartTime = &started })
 	// Neither may preempt the first: low is below it, normal equal to it.
 	f.research.runRef("later", "target: default\noverrides:\n  policy.priority: low\n")
 	f.research.runRef("sooner", "target: default\n")
@@ -100,8 +90,7 @@ func TestAWaitingRunSaysItsPlaceWhoIsAheadAndWhatItNeeds(t *testing.T) {
 	})
 
 	// tau queue: the quota, then the runs holding it, then those waiting, in order.
-	var rep *QueueReport
-	rep, err = ReportQueue(context.Background(), k8s, f.ns)
+	rep, err := ReportQueue(context.Background(), k8s, f.ns)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
-	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -262,16 +261,8 @@ func TestAFailedRunResumesOncePerRequest(t *testing.T) {
 // running: one active, ready pod.
 func startPods(t testing.TB, ns, job string) {
 	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		j := &batchv1.Job{}
-		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: job}, j); err != nil {
-			return err
-		}
+	setJobStatus(t, ns, job, "starting", func(st *batchv1.JobStatus) {
 		now := metav1.Now()
-		j.Status.StartTime, j.Status.Active, j.Status.Ready = &now, 1, ptr.To(int32(1))
-		return k8s.Status().Update(context.Background(), j)
+		st.StartTime, st.Active, st.Ready = &now, 1, ptr.To(int32(1))
 	})
-	if err != nil {
-		t.Fatalf("starting Job %s: %v", job, err)
-	}
 }

@@ -127,30 +127,34 @@ func (f *runFixture) reconcileRun(t testing.TB, name string, phase taugridv1.Run
 	}
 }
 
+// setJobStatus changes a Job's status as the Job controller would, which
+// the test control plane does not run.
+func setJobStatus(t testing.TB, ns, name, what string, set func(*batchv1.JobStatus)) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		j := &batchv1.Job{}
+		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, j); err != nil {
+			return err
+		}
+		set(&j.Status)
+		return k8s.Status().Update(context.Background(), j)
+	})
+	if err != nil {
+		t.Fatalf("%s Job %s: %v", what, name, err)
+	}
+}
+
 // completeJob does what the Job controller would when the pod exits 0.
 func completeJob(t testing.TB, ns, name string) {
 	t.Helper()
-	j := &batchv1.Job{}
-	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, j); err != nil {
-		t.Fatal(err)
-	}
-	now := metav1.Now()
-	j.Status.StartTime, j.Status.CompletionTime, j.Status.Succeeded = &now, &now, 1
-	j.Status.Conditions = []batchv1.JobCondition{
-		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now},
-		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now},
-	}
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		cur := &batchv1.Job{}
-		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(j), cur); err != nil {
-			return err
+	setJobStatus(t, ns, name, "completing", func(st *batchv1.JobStatus) {
+		now := metav1.Now()
+		st.StartTime, st.CompletionTime, st.Succeeded = &now, &now, 1
+		st.Conditions = []batchv1.JobCondition{
+			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now},
+			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now},
 		}
-		cur.Status = j.Status
-		return k8s.Status().Update(context.Background(), cur)
 	})
-	if err != nil {
-		t.Fatalf("completing Job %s: %v", name, err)
-	}
 }
 
 func TestPushedRunTagBecomesOneAdmittedJobThatSucceeds(t *testing.T) {
@@ -303,22 +307,14 @@ func TestAFailedAttemptIsClassified(t *testing.T) {
 // failJob does what the Job controller would when the pod fails.
 func failJob(t testing.TB, ns, name string) {
 	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		j := &batchv1.Job{}
-		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, j); err != nil {
-			return err
-		}
+	setJobStatus(t, ns, name, "failing", func(st *batchv1.JobStatus) {
 		now := metav1.Now()
-		j.Status.StartTime, j.Status.Failed = &now, 1
-		j.Status.Conditions = []batchv1.JobCondition{
+		st.StartTime, st.Failed = &now, 1
+		st.Conditions = []batchv1.JobCondition{
 			{Type: batchv1.JobFailureTarget, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", LastTransitionTime: now, LastProbeTime: now},
 			{Type: batchv1.JobFailed, Status: corev1.ConditionTrue, Reason: "BackoffLimitExceeded", Message: "Job has reached the specified backoff limit", LastTransitionTime: now, LastProbeTime: now},
 		}
-		return k8s.Status().Update(context.Background(), j)
 	})
-	if err != nil {
-		t.Fatalf("failing Job %s: %v", name, err)
-	}
 }
 
 func TestAGPUFaultIsRetriedOffTheFaultyNodeAndAUserErrorIsNot(t *testing.T) {

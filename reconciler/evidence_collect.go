@@ -216,14 +216,7 @@ func (e *EvidenceRecorder) renderInputs(c *collection, file string, data []byte,
 	if tenant == nil {
 		return nil, fmt.Errorf("namespace %s is no tenant's in the policy at %s", run.Namespace, commit)
 	}
-	earlier := run.DeepCopy()
-	earlier.Status.Attempts = earlier.Status.Attempts[:c.attempt-1]
-	meta := render.Run{Name: run.Name, Repository: run.Spec.Repository, Commit: run.Spec.Commit, Target: run.Spec.Target,
-		Attempt: c.attempt, PolicyCommit: commit, AvoidNodes: avoidedNodes(earlier)}
-	if c.attempt > 1 {
-		meta.RetryReason = run.Status.Attempts[c.attempt-2].FailureClass
-		meta.Resume = true
-	}
+	meta := attemptRun(run, c.attempt, commit)
 	if e.Sources != nil {
 		meta.Source = e.Sources.SourceLocation(run)
 	}

@@ -253,13 +253,22 @@ func (r *RunReconciler) plan(ctx context.Context, run *taugridv1.TauRun, attempt
 	}
 	run.Status.TauFile, run.Status.ConfigDigest = file, rc.Digest
 	run.Status.PolicyCommit, run.Status.PolicyDigest = commit, pol.Digest
+	return render.Resolve(rc, pol, tenant.Name, attemptRun(run, attempt, commit))
+}
+
+// attemptRun is what render needs to know of one attempt of a run: the
+// attempts before it decide which nodes it avoids, and whether it is a
+// retry that resumes from a checkpoint. The run reconciler renders with it,
+// and evidence re-renders with it, so both agree byte for byte.
+func attemptRun(run *taugridv1.TauRun, attempt int, policyCommit string) render.Run {
+	earlier := run.Status.Attempts[:min(max(attempt-1, 0), len(run.Status.Attempts))]
 	meta := render.Run{Name: run.Name, Repository: run.Spec.Repository, Commit: run.Spec.Commit,
-		Target: run.Spec.Target, Attempt: attempt, PolicyCommit: commit, AvoidNodes: avoidedNodes(run)}
-	if attempt > 1 {
-		meta.RetryReason = run.Status.Attempts[attempt-2].FailureClass
+		Target: run.Spec.Target, Attempt: attempt, PolicyCommit: policyCommit, AvoidNodes: avoidedNodes(earlier)}
+	if n := len(earlier); n > 0 {
+		meta.RetryReason = earlier[n-1].FailureClass
 		meta.Resume = true
 	}
-	return render.Resolve(rc, pol, tenant.Name, meta)
+	return meta
 }
 
 // attachSource builds the commit's source archive for the attempt's pods.
@@ -283,9 +292,9 @@ func (r *RunReconciler) attachSource(ctx context.Context, run *taugridv1.TauRun,
 
 // avoidedNodes are the nodes where earlier attempts hit a GPU fault or lost
 // their node.
-func avoidedNodes(run *taugridv1.TauRun) []string {
+func avoidedNodes(attempts []taugridv1.Attempt) []string {
 	var nodes []string
-	for _, a := range run.Status.Attempts {
+	for _, a := range attempts {
 		if a.FailureClass == string(FailureGPUFault) || a.FailureClass == string(FailureNodeLost) {
 			for _, n := range a.Nodes {
 				if !slices.Contains(nodes, n) {

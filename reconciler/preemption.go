@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"regexp"
 
-	"github.com/taugrid/taugrid/render"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -53,11 +52,9 @@ func (r *RunReconciler) preemptor(ctx context.Context, wl *kueue.Workload) (stri
 	if len(wls.Items) == 0 {
 		return fmt.Sprintf("preempted by another workload (%s)", m[2]), nil
 	}
-	w := wls.Items[0]
-	for _, ref := range w.OwnerReferences {
-		if run, ok := render.RunOfWorkload(ref.Name); ok && ref.Controller != nil && *ref.Controller {
-			return fmt.Sprintf("preempted by run %s/%s (%s)", w.Namespace, run, m[2]), nil
-		}
+	w := &wls.Items[0]
+	if run, ok := runOfWorkload(w); ok {
+		return fmt.Sprintf("preempted by run %s/%s (%s)", w.Namespace, run, m[2]), nil
 	}
 	return fmt.Sprintf("preempted by workload %s/%s (%s)", w.Namespace, w.Name, m[2]), nil
 }

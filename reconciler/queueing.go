@@ -109,14 +109,11 @@ func priority(w *kueue.Workload) int32 {
 // describeWorkload names a workload as a researcher knows it: the run, and
 // its priority.
 func describeWorkload(w *kueue.Workload) string {
-	prio := priority(w)
 	name := w.Name
-	for _, ref := range w.OwnerReferences {
-		if run, ok := render.RunOfWorkload(ref.Name); ok {
-			name = "run " + run
-		}
+	if run, ok := runOfWorkload(w); ok {
+		name = "run " + run
 	}
-	return fmt.Sprintf("%s/%s (priority %d)", w.Namespace, name, prio)
+	return fmt.Sprintf("%s/%s (priority %d)", w.Namespace, name, priority(w))
 }
 
 // since is when the run last entered phase.

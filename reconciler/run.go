@@ -626,13 +626,17 @@ func (r *RunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // workloadToRun maps a Kueue Workload to the TauRun whose Job or RayJob owns
 // it: workloads are named <run>-<attempt>.
 func workloadToRun(_ context.Context, o client.Object) []reconcile.Request {
-	for _, ref := range o.GetOwnerReferences() {
-		if ref.Controller == nil || !*ref.Controller {
-			continue
-		}
-		if run, ok := render.RunOfWorkload(ref.Name); ok {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: run}}}
-		}
+	if run, ok := runOfWorkload(o); ok {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: run}}}
 	}
 	return nil
+}
+
+// runOfWorkload is the run whose Job or RayJob, named <run>-<attempt>,
+// controls a Kueue Workload.
+func runOfWorkload(o client.Object) (string, bool) {
+	if ref := metav1.GetControllerOfNoCopy(o); ref != nil {
+		return render.RunOfWorkload(ref.Name)
+	}
+	return "", false
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strings"
 	"time"
 
@@ -102,9 +103,10 @@ func (r *RunReconciler) recordEvidence(ctx context.Context, base, run *taugridv1
 		return
 	}
 	r.Evidence.link(run)
+	before := endedAttempts(base)
 	var ended []int
 	for _, n := range endedAttempts(run) {
-		if !contains(endedAttempts(base), n) {
+		if !slices.Contains(before, n) {
 			ended = append(ended, n)
 		}
 	}
@@ -172,15 +174,6 @@ func endedAttempts(run *taugridv1.TauRun) []int {
 		}
 	}
 	return out
-}
-
-func contains(ns []int, n int) bool {
-	for _, x := range ns {
-		if x == n {
-			return true
-		}
-	}
-	return false
 }
 
 // +kubebuilder:rbac:groups="",resources=pods/log,verbs=get

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -148,7 +149,7 @@ func (s *Sealed) Digest() string { return "sha256:" + digestOf(s.Raw) }
 func (b *Bundle) Seal(now time.Time) (*Sealed, error) {
 	m := &Manifest{SchemaVersion: SchemaVersion, Kind: ManifestKind, Key: b.Key, Outcome: b.Outcome, SealedAt: now.UTC().Truncate(time.Second)}
 	blobs := map[string][]byte{}
-	for _, name := range sortedKeys(b.blobs) {
+	for _, name := range slices.Sorted(maps.Keys(b.blobs)) {
 		data := b.blobs[name]
 		d := digestOf(data)
 		blobs[d] = data
@@ -164,13 +165,4 @@ func (b *Bundle) Seal(now time.Time) (*Sealed, error) {
 func digestOf(data []byte) string {
 	sum := sha256.Sum256(data)
 	return hex.EncodeToString(sum[:])
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
+	"slices"
 	"time"
 )
 
@@ -49,7 +51,7 @@ type Entry struct {
 // Write stores a sealed bundle: blobs first, the manifest last, so a
 // manifest never names a missing blob.
 func Write(ctx context.Context, s Store, b *Sealed) error {
-	for _, name := range sortedKeys(b.Blobs) {
+	for _, name := range slices.Sorted(maps.Keys(b.Blobs)) {
 		if err := s.PutBlob(ctx, name, b.Blobs[name]); err != nil {
 			return fmt.Errorf("storing evidence of %s: %w", b.Manifest.Key, err)
 		}

@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -549,7 +551,7 @@ func applyOverrides(file string, root *yaml.Node, overrides map[string]string) (
 	if root.Kind != yaml.MappingNode {
 		return root, nil // decoding reports the wrong type
 	}
-	for _, path := range sortedKeys(overrides) {
+	for _, path := range slices.Sorted(maps.Keys(overrides)) {
 		var val yaml.Node
 		if err := yaml.Unmarshal([]byte(overrides[path]), &val); err != nil || len(val.Content) != 1 || val.Content[0].Kind != yaml.ScalarNode {
 			return nil, &FieldError{File: file + " (--set " + path + ")", Path: path, Msg: fmt.Sprintf("value %q is not a single YAML scalar", overrides[path])}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -268,7 +269,7 @@ func validateProfiles(c *checker, profiles []Profile) {
 		if pr.MaxGPUs >= 0 && (pr.Defaults.GPUs < 0 || pr.Defaults.GPUs > pr.MaxGPUs) {
 			c.errorf(at+".defaults.gpus", "must be between 0 and max_gpus (%d), got %d", pr.MaxGPUs, pr.Defaults.GPUs)
 		}
-		for _, k := range sortedKeys(pr.PodAnnotations) {
+		for _, k := range slices.Sorted(maps.Keys(pr.PodAnnotations)) {
 			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
 				c.errorf(at+".pod_annotations", "invalid annotation key %q: %s", k, strings.Join(errs, "; "))
 			} else if strings.HasPrefix(k, "taugrid.dev/") || strings.HasPrefix(k, "kueue.x-k8s.io/") {

@@ -2,7 +2,9 @@ package render
 
 import (
 	"fmt"
+	"maps"
 	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -328,10 +330,10 @@ func (p *Plan) env() []corev1.EnvVar {
 		env = append(env, corev1.EnvVar{Name: "TAU_RETRY_REASON", Value: p.Run.RetryReason})
 	}
 	rt := &p.Config.Runtime
-	for _, k := range sortedKeys(rt.Env) {
+	for _, k := range slices.Sorted(maps.Keys(rt.Env)) {
 		env = append(env, corev1.EnvVar{Name: k, Value: rt.Env[k]})
 	}
-	for _, k := range sortedKeys(rt.EnvSecret) {
+	for _, k := range slices.Sorted(maps.Keys(rt.EnvSecret)) {
 		secret, key, _ := strings.Cut(rt.EnvSecret[k], ":")
 		env = append(env, corev1.EnvVar{Name: k, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 			LocalObjectReference: corev1.LocalObjectReference{Name: secret}, Key: key}}})

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -64,7 +65,7 @@ func LoadConfigWithOverrides(file string, data []byte, overrides map[string]stri
 func digestWith(data []byte, overrides map[string]string) string {
 	h := sha256.New()
 	h.Write(data)
-	for _, k := range sortedKeys(overrides) {
+	for _, k := range slices.Sorted(maps.Keys(overrides)) {
 		fmt.Fprintf(h, "\x00%s=%s", k, overrides[k])
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
@@ -213,10 +214,10 @@ func validateRuntime(c *checker, rt *Runtime) (image string) {
 	} else {
 		image = named.String()
 	}
-	for _, name := range sortedKeys(rt.Env) {
+	for _, name := range slices.Sorted(maps.Keys(rt.Env)) {
 		c.envName("runtime.env."+name, name)
 	}
-	for _, name := range sortedKeys(rt.EnvSecret) {
+	for _, name := range slices.Sorted(maps.Keys(rt.EnvSecret)) {
 		p := "runtime.env_secret." + name
 		c.envName(p, name)
 		if _, dup := rt.Env[name]; dup {
@@ -368,13 +369,4 @@ func (c *checker) quantity(path string, q *resource.Quantity, limit resource.Qua
 	} else if q.Cmp(limit) > 0 {
 		c.errorf(path, "%s is more than any node has (limit %s)", q, &limit)
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -78,11 +78,14 @@ generate: $(CONTROLLER_GEN) ## Regenerate CRDs, deepcopy, RBAC, the chart's copi
 	$(GO) run ./cmd/tau schema > docs/tau.schema.json
 
 .PHONY: verify
-verify: generate ## Fail if generated files are stale, code is unformatted or go.mod untidy
+verify: generate ## Fail if generated files are stale, code is unformatted, go.mod untidy or a tracked file over 1 MiB lies outside testdata/
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1)
 	@test -z "$$(git status --porcelain -- api docs/tau.schema.json $(CHART))" || \
 		(git status --short -- api docs/tau.schema.json $(CHART); echo "generated files are stale: run make generate and commit"; exit 1)
 	$(GO) mod tidy -diff
+	@big=$$(git ls-files -z | xargs -0 -r stat -c '%s %n' 2>/dev/null | \
+		awk '$$1 > 1048576 && $$2 !~ /(^|\/)testdata\//'); \
+	test -z "$$big" || { echo "tracked files over 1 MiB outside testdata/ (build outputs belong in .gitignore):"; echo "$$big"; exit 1; }
 
 $(CONTROLLER_GEN):
 	@mkdir -p $(TOOLS)

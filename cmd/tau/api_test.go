@@ -148,8 +148,7 @@ func golden(t *testing.T, name, got string) {
 
 func TestTheCLIReadsRunsThroughTheControllersAPIWithATenantToken(t *testing.T) {
 	f := newAPIFixture(t)
-	now = func() time.Time { return f.run.CreationTimestamp.Add(90 * time.Minute) }
-	t.Cleanup(func() { now = time.Now })
+	setClock(t, f.run.CreationTimestamp.Add(90*time.Minute))
 	id := "r-20261130-101500-3f9a2c"
 	api := []string{"--api-url", f.url, "-n", "team-a"}
 
@@ -266,6 +265,8 @@ func TestTheCLIReadsRunsThroughTheControllersAPIWithATenantToken(t *testing.T) {
 func TestFollowingARunInATerminalRedrawsALiveView(t *testing.T) {
 	f := newAPIFixture(t)
 	ctx := context.Background()
+	// The run has been running for a minute by the CLI's clock.
+	c := setClock(t, f.run.Status.Phases[2].Time.Add(time.Minute))
 	cur := f.run.DeepCopy()
 	cur.Status.Phase, cur.Status.Message = taugridv1.PhaseRunning, "running"
 	cur.Status.Phases = cur.Status.Phases[:3]
@@ -287,7 +288,7 @@ func TestFollowingARunInATerminalRedrawsALiveView(t *testing.T) {
 		time.Sleep(700 * time.Millisecond)
 		if err := f.c.Get(ctx, client.ObjectKeyFromObject(cur), cur); err == nil {
 			cur.Status.Phase, cur.Status.Message = taugridv1.PhaseSucceeded, "succeeded"
-			cur.Status.Phases = append(cur.Status.Phases, taugridv1.PhaseTransition{Phase: taugridv1.PhaseSucceeded, Time: metav1.Now()})
+			cur.Status.Phases = append(cur.Status.Phases, taugridv1.PhaseTransition{Phase: taugridv1.PhaseSucceeded, Time: metav1.NewTime(c.Now())})
 			_ = f.c.Status().Update(ctx, cur)
 		}
 	}()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/taugrid/taugrid/gitsource"
@@ -72,8 +71,8 @@ func newRetryCmd() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("run %s: %w", id, err)
 			}
-			ro := &runOptions{Dir: o.Dir, Remote: o.Remote, Now: time.Now}
-			newID := newRunID(ro.Now())
+			ro := &runOptions{Dir: o.Dir, Remote: o.Remote}
+			newID := newRunID(clk.Now())
 			if err := pushRunRef(ctx, git, ro, commit, runRequest{Target: req.Target, Overrides: req.Overrides}, newID); err != nil {
 				return err
 			}

@@ -29,7 +29,7 @@ func follow(cmd *cobra.Command, src runSource, id string, every time.Duration) e
 	var run *taugridv1.TauRun
 	lastPoll := time.Time{}
 	for frame := 0; ; frame++ {
-		if time.Since(lastPoll) >= every {
+		if clk.Since(lastPoll) >= every {
 			got, err := src.Get(ctx, id)
 			var missing notFoundError
 			switch {
@@ -41,7 +41,7 @@ func follow(cmd *cobra.Command, src runSource, id string, every time.Duration) e
 			default:
 				return err
 			}
-			lastPoll = time.Now()
+			lastPoll = clk.Now()
 		}
 		view.draw(run, id, frame)
 		if run != nil {
@@ -56,7 +56,7 @@ func follow(cmd *cobra.Command, src runSource, id string, every time.Duration) e
 		case <-ctx.Done():
 			fmt.Fprintf(out, "Stopped following; run %s goes on: tau status %s\n", id, id)
 			return nil
-		case <-time.After(tick):
+		case <-clk.After(tick):
 		}
 	}
 }
@@ -124,7 +124,7 @@ func end(run *taugridv1.TauRun) time.Time {
 	if run.Status.Phase.Final() && len(run.Status.Phases) > 0 {
 		return run.Status.Phases[len(run.Status.Phases)-1].Time.Time
 	}
-	return time.Now()
+	return clk.Now()
 }
 
 func (v *liveView) plain(run *taugridv1.TauRun) {
@@ -136,7 +136,7 @@ func (v *liveView) plain(run *taugridv1.TauRun) {
 		line += ": " + truncate(msg, 120)
 	}
 	if line != v.last {
-		fmt.Fprintf(v.w, "  %s  %s\n", time.Now().Format("15:04:05"), line)
+		fmt.Fprintf(v.w, "  %s  %s\n", clk.Now().Format("15:04:05"), line)
 		v.last = line
 	}
 }

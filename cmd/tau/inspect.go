@@ -156,7 +156,7 @@ func resumeRun(ctx context.Context, k *kubeSource, id string, out io.Writer) err
 	if run.Annotations == nil {
 		run.Annotations = map[string]string{}
 	}
-	run.Annotations[reconciler.AnnotationResume] = time.Now().UTC().Format(time.RFC3339Nano)
+	run.Annotations[reconciler.AnnotationResume] = clk.Now().UTC().Format(time.RFC3339Nano)
 	if err := k.c.Patch(ctx, run, patch); err != nil {
 		return k.wrap(err)
 	}

@@ -25,13 +25,12 @@ type runOptions struct {
 	Sign     bool
 	Target   string
 	Wait     bool
-	Set      []string // key=value overrides
-	Now      func() time.Time
+	Set      []string      // key=value overrides
 	Status   statusOptions // where --wait reads the run
 }
 
 func newRunCmd() *cobra.Command {
-	opts := &runOptions{Now: time.Now}
+	opts := &runOptions{}
 	cmd := &cobra.Command{
 		Use:   "run [target]",
 		Short: "Run the committed tau file by pushing a run ref",
@@ -86,7 +85,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	if err := validateAt(ctx, git, commit, target, overrides); err != nil {
 		return err
 	}
-	id := newRunID(o.Now())
+	id := newRunID(clk.Now())
 	ref := RunRefPrefix + id
 	if err := pushRunRef(ctx, git, o, commit, runRequest{Target: target, Overrides: overrides}, id); err != nil {
 		return err

@@ -146,7 +146,7 @@ func runID(r *taugridv1.TauRun) string {
 }
 
 func age(t time.Time) string {
-	d := now().Sub(t).Round(time.Second)
+	d := clk.Since(t).Round(time.Second)
 	switch {
 	case d < time.Minute:
 		return d.String()
@@ -172,6 +172,3 @@ func truncate(s string, n int) string {
 	}
 	return s
 }
-
-// now is the clock ages are measured with; tests fix it.
-var now = time.Now

@@ -13,12 +13,13 @@ import (
 )
 
 // Observed is what the cluster says about a run's current attempt: its
-// workload (a Job or a RayJob, exactly one set) and the Kueue Workload for it,
-// if Kueue has made one yet.
+// workload (a Job or a RayJob, exactly one set), the Kueue Workload for it,
+// if Kueue has made one yet, and the attempt's pods.
 type Observed struct {
 	Job      *batchv1.Job
 	RayJob   *rayv1.RayJob
 	Workload *kueue.Workload
+	Pods     []corev1.Pod
 }
 
 // Progress is a run's phase as derived from the cluster, with a one-line
@@ -42,7 +43,7 @@ func DeriveProgress(o Observed) Progress {
 	if running(o) {
 		return Progress{Phase: taugridv1.PhaseRunning, Message: "running", Admitted: true}
 	}
-	return Progress{Phase: taugridv1.PhaseAdmitted, Message: "admitted by Kueue; starting pods", Admitted: true}
+	return Progress{Phase: taugridv1.PhaseAdmitted, Message: startingMessage(o), Admitted: true}
 }
 
 // Advance keeps a run from going back from Running to Admitted: between its
@@ -92,19 +93,6 @@ func jobFailure(c batchv1.JobCondition) string {
 		return fmt.Sprintf("failed: %s (%s)", c.Message, c.Reason)
 	}
 	return "failed: " + c.Reason
-}
-
-// running reports whether the entrypoint has started: a Job with a ready or
-// active pod, or a RayJob whose Ray job runs.
-func running(o Observed) bool {
-	switch {
-	case o.Job != nil:
-		ready := o.Job.Status.Ready != nil && *o.Job.Status.Ready > 0
-		return ready || o.Job.Status.Active > 0 && o.Job.Status.StartTime != nil && !suspended(o.Job)
-	case o.RayJob != nil:
-		return o.RayJob.Status.JobDeploymentStatus == rayv1.JobDeploymentStatusRunning
-	}
-	return false
 }
 
 func suspended(j *batchv1.Job) bool { return j.Spec.Suspend != nil && *j.Spec.Suspend }

@@ -8,6 +8,7 @@ import (
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -29,6 +30,39 @@ func finishedJob(t batchv1.JobConditionType, reason, msg string) *batchv1.Job {
 	j := runningJob()
 	j.Status.Conditions = []batchv1.JobCondition{{Type: t, Status: corev1.ConditionTrue, Reason: reason, Message: msg}}
 	return j
+}
+
+// runningPod is a pod whose container runs; role is its Ray node type, if any.
+func runningPod(name, role string) corev1.Pod {
+	p := gpuPod(name, role)
+	p.Spec.NodeName = "gpu-1"
+	p.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{
+		{Name: "main", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}}
+	return p
+}
+
+// unschedulablePod is a Pending pod the scheduler found no node for.
+func unschedulablePod(name, role, why string) corev1.Pod {
+	p := gpuPod(name, role)
+	p.Status = corev1.PodStatus{Phase: corev1.PodPending, Conditions: []corev1.PodCondition{
+		{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable, Message: why}}}
+	return p
+}
+
+func gpuPod(name, role string) corev1.Pod {
+	p := corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			"nvidia.com/gpu": resource.MustParse("8"), corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("128Gi")}}}}}}
+	if role != "" {
+		p.Labels[rayNodeType] = role
+	}
+	return p
+}
+
+func rayJobWith(workers int32, st rayv1.JobDeploymentStatus) *rayv1.RayJob {
+	return &rayv1.RayJob{Spec: rayv1.RayJobSpec{RayClusterSpec: &rayv1.RayClusterSpec{
+		WorkerGroupSpecs: []rayv1.WorkerGroupSpec{{Replicas: ptr.To(workers)}}}},
+		Status: rayv1.RayJobStatus{JobDeploymentStatus: st}}
 }
 
 func workload(conds ...metav1.Condition) *kueue.Workload {
@@ -61,13 +95,19 @@ func TestDeriveProgress(t *testing.T) {
 				cond(kueue.WorkloadQuotaReserved, metav1.ConditionFalse, noQuota))},
 			want: Progress{Phase: taugridv1.PhaseQueued, Message: "Preempted to accommodate a higher priority Workload"},
 		},
-		"an admitted Job whose pods have not started is admitted": {
+		"an admitted Job whose pods have not been created is admitted": {
 			obs:  Observed{Job: &batchv1.Job{Spec: batchv1.JobSpec{Suspend: ptr.To(false)}}, Workload: workload(cond(kueue.WorkloadAdmitted, metav1.ConditionTrue, ""))},
-			want: Progress{Phase: taugridv1.PhaseAdmitted, Message: "admitted by Kueue; starting pods", Admitted: true},
+			want: Progress{Phase: taugridv1.PhaseAdmitted, Message: "admitted; the Job is creating its pods (0 of 1)", Admitted: true},
 		},
-		"an admitted Job with a ready pod is running": {
-			obs:  Observed{Job: runningJob(), Workload: workload(cond(kueue.WorkloadAdmitted, metav1.ConditionTrue, ""))},
+		"an admitted Job with a running pod is running": {
+			obs:  Observed{Job: runningJob(), Workload: workload(cond(kueue.WorkloadAdmitted, metav1.ConditionTrue, "")), Pods: []corev1.Pod{runningPod("j-0", "")}},
 			want: Progress{Phase: taugridv1.PhaseRunning, Message: "running", Admitted: true},
+		},
+		"an admitted Job whose active pod is Pending is not running": {
+			obs: Observed{Job: runningJob(), Workload: workload(cond(kueue.WorkloadAdmitted, metav1.ConditionTrue, "")),
+				Pods: []corev1.Pod{unschedulablePod("j-0", "", "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.")}},
+			want: Progress{Phase: taugridv1.PhaseAdmitted, Admitted: true,
+				Message: "admitted, not starting: pod j-0 (needs 8 nvidia.com/gpu, 16 cpu, 128Gi memory) fits no node: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu."},
 		},
 		"a complete Job succeeded": {
 			obs:  Observed{Job: finishedJob(batchv1.JobComplete, "", ""), Workload: workload(cond(kueue.WorkloadFinished, metav1.ConditionTrue, ""))},
@@ -81,10 +121,17 @@ func TestDeriveProgress(t *testing.T) {
 			obs:  Observed{Job: finishedJob(batchv1.JobFailed, "DeadlineExceeded", "")},
 			want: Progress{Phase: taugridv1.PhaseFailed, Message: "failed: DeadlineExceeded", Admitted: true},
 		},
-		"a RayJob whose Ray job runs is running": {
-			obs: Observed{RayJob: &rayv1.RayJob{Status: rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusRunning}},
-				Workload: workload(cond(kueue.WorkloadAdmitted, metav1.ConditionTrue, ""))},
+		"a RayJob whose Ray job runs on its head and every worker is running": {
+			obs: Observed{RayJob: rayJobWith(2, rayv1.JobDeploymentStatusRunning), Workload: workload(cond(kueue.WorkloadAdmitted, metav1.ConditionTrue, "")),
+				Pods: []corev1.Pod{runningPod("r-head", "head"), runningPod("r-w1", "worker"), runningPod("r-w2", "worker")}},
 			want: Progress{Phase: taugridv1.PhaseRunning, Message: "running", Admitted: true},
+		},
+		"a RayJob KubeRay calls running while a worker fits no node is not running": {
+			obs: Observed{RayJob: rayJobWith(2, rayv1.JobDeploymentStatusRunning), Workload: workload(cond(kueue.WorkloadAdmitted, metav1.ConditionTrue, "")),
+				Pods: []corev1.Pod{runningPod("r-head", "head"), runningPod("r-w1", "worker"),
+					unschedulablePod("r-w2", "worker", "0/4 nodes are available: 1 Insufficient cpu, 1 Insufficient nvidia.com/gpu, 2 Insufficient memory.")}},
+			want: Progress{Phase: taugridv1.PhaseAdmitted, Admitted: true,
+				Message: "admitted, not starting: pod r-w2 (needs 8 nvidia.com/gpu, 16 cpu, 128Gi memory) fits no node: 0/4 nodes are available: 1 Insufficient cpu, 1 Insufficient nvidia.com/gpu, 2 Insufficient memory."},
 		},
 		"a RayJob whose Ray job succeeded succeeded": {
 			obs:  Observed{RayJob: &rayv1.RayJob{Status: rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusComplete, JobStatus: rayv1.JobStatusSucceeded}}},

@@ -126,35 +126,6 @@ func since(run *taugridv1.TauRun, phase taugridv1.RunPhase) time.Time {
 	return time.Time{}
 }
 
-// startFailure says why an admitted attempt's pods are not running: an image
-// that does not pull, a crash-looping container, pods the scheduler cannot
-// place. ok is false when the pods show no such cause.
-func startFailure(pods []corev1.Pod) (FailureClass, string, bool) {
-	if class, reason, ok := imagePull(FailureEvidence{Pods: pods}); ok {
-		return class, reason, true
-	}
-	for _, p := range pods {
-		for _, cs := range append(append([]corev1.ContainerStatus(nil), p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
-			if w := cs.State.Waiting; w != nil && w.Reason == "CrashLoopBackOff" {
-				reason := fmt.Sprintf("container %s is crash-looping", cs.Name)
-				if t := cs.LastTerminationState.Terminated; t != nil {
-					reason += fmt.Sprintf(" (last exit %d, %s)", t.ExitCode, t.Reason)
-				}
-				return FailureUserError, reason, true
-			}
-			if w := cs.State.Waiting; w != nil && (w.Reason == "CreateContainerConfigError" || w.Reason == "CreateContainerError") {
-				return FailureUserError, fmt.Sprintf("container %s cannot start: %s", cs.Name, w.Message), true
-			}
-		}
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-				return FailureInfrastructure, fmt.Sprintf("pod %s cannot be scheduled: %s", p.Name, c.Message), true
-			}
-		}
-	}
-	return "", "", false
-}
-
 // checkFeasible refuses a run its ClusterQueue can never admit: a resource
 // no flavor of the queue covers, or more than the queue could ever hold
 // (nominal quota plus its borrowing limit). Queues that may borrow without

@@ -491,7 +491,8 @@ func eventType(p taugridv1.RunPhase) string {
 	return corev1.EventTypeNormal
 }
 
-// observe reads the current attempt's workload and its Kueue Workload.
+// observe reads the current attempt's workload, its Kueue Workload and its
+// pods.
 func (r *RunReconciler) observe(ctx context.Context, run *taugridv1.TauRun) (Observed, error) {
 	var obs Observed
 	key := types.NamespacedName{Namespace: run.Namespace, Name: run.Status.Workload.Name}
@@ -522,6 +523,12 @@ func (r *RunReconciler) observe(ctx context.Context, run *taugridv1.TauRun) (Obs
 			obs.Workload = &wls.Items[i]
 		}
 	}
+	var pods corev1.PodList
+	attempt := strconv.Itoa(len(run.Status.Attempts))
+	if err := r.List(ctx, &pods, client.InNamespace(run.Namespace), client.MatchingLabels{render.LabelRun: run.Name, render.LabelAttempt: attempt}); err != nil {
+		return obs, err
+	}
+	obs.Pods = pods.Items
 	return obs, nil
 }
 
@@ -609,7 +616,7 @@ func (r *RunReconciler) setCondition(run *taugridv1.TauRun, t string, s metav1.C
 }
 
 // SetupWithManager registers the reconciler: it watches TauRuns, the Jobs
-// and RayJobs they own, and Kueue's Workloads for those.
+// and RayJobs they own, Kueue's Workloads for those, and their pods.
 func (r *RunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		// Only spec changes (creation, cancellation) and annotations matter;
@@ -620,7 +627,19 @@ func (r *RunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&batchv1.Job{}).
 		Owns(&rayv1.RayJob{}).
 		Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(workloadToRun)).
+		// Phases come from the pods: a pod scheduled, pulling, running or
+		// stuck changes what the run says within a reconcile.
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToRun)).
 		Complete(r)
+}
+
+// podToRun maps one of TauGrid's pods to its run by the run label every
+// pod template carries.
+func podToRun(_ context.Context, o client.Object) []reconcile.Request {
+	if run := o.GetLabels()[render.LabelRun]; run != "" {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: run}}}
+	}
+	return nil
 }
 
 // workloadToRun maps a Kueue Workload to the TauRun whose Job or RayJob owns

@@ -1,0 +1,227 @@
+package reconciler
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+// rayNodeType is the label KubeRay puts on a Ray cluster's pods: head or
+// worker. The submitter pod of a RayJob has none.
+const rayNodeType = "ray.io/node-type"
+
+// running reports whether the attempt's entrypoint runs: every pod it needs
+// (every rank of a Job; the Ray head and every Ray worker) has all its
+// containers running, and for Ray the job has been handed to the cluster.
+// A Job's active count is no evidence: it counts pods still Pending.
+func running(o Observed) bool {
+	switch {
+	case o.Job != nil && suspended(o.Job):
+		return false
+	case o.RayJob != nil && o.RayJob.Status.JobDeploymentStatus != rayv1.JobDeploymentStatusRunning:
+		return false
+	}
+	want, up := wantedPods(o), 0
+	for _, p := range entrypointPods(o) {
+		if podRunning(&p) {
+			up++
+		}
+	}
+	return want > 0 && up >= want
+}
+
+// wantedPods is how many pods must run for the entrypoint to run.
+func wantedPods(o Observed) int {
+	switch {
+	case o.Job != nil:
+		if p := o.Job.Spec.Parallelism; p != nil {
+			return int(*p)
+		}
+		return 1
+	case o.RayJob != nil:
+		n := 1 // the head
+		if s := o.RayJob.Spec.RayClusterSpec; s != nil {
+			for _, g := range s.WorkerGroupSpecs {
+				replicas, hosts := int32(1), max(g.NumOfHosts, 1)
+				if g.Replicas != nil {
+					replicas = *g.Replicas
+				}
+				n += int(replicas * hosts)
+			}
+		}
+		return n
+	}
+	return 0
+}
+
+// entrypointPods are the attempt's pods that run the entrypoint: for a
+// RayJob its head and workers, not the submitter, which only hands the
+// job over.
+func entrypointPods(o Observed) []corev1.Pod {
+	if o.RayJob == nil {
+		return o.Pods
+	}
+	return slices.DeleteFunc(slices.Clone(o.Pods), func(p corev1.Pod) bool {
+		t := p.Labels[rayNodeType]
+		return t != "head" && t != "worker"
+	})
+}
+
+// podRunning is a pod whose every container runs, and that is not going.
+func podRunning(p *corev1.Pod) bool {
+	if p.DeletionTimestamp != nil || p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Spec.Containers {
+		i := slices.IndexFunc(p.Status.ContainerStatuses, func(s corev1.ContainerStatus) bool { return s.Name == c.Name })
+		if i < 0 || p.Status.ContainerStatuses[i].State.Running == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// startingMessage says, in the pods' own terms, what an admitted attempt
+// that does not run yet is waiting for: a pod no node fits (with what it
+// asks for and the scheduler's words), an image that does not pull, an
+// init container or a container that fails, or else how far the pods are.
+func startingMessage(o Observed) string {
+	pods := entrypointPods(o)
+	if _, reason, ok := startFailure(pods); ok {
+		return "admitted, not starting: " + reason
+	}
+	want := wantedPods(o)
+	if len(pods) == 0 {
+		if o.RayJob != nil {
+			return fmt.Sprintf("admitted; KubeRay is creating the Ray cluster (0 of %d pods)", want)
+		}
+		return fmt.Sprintf("admitted; the Job is creating its pods (0 of %d)", want)
+	}
+	counts := map[string]int{}
+	up := 0
+	for i := range pods {
+		if podRunning(&pods[i]) {
+			up++
+			continue
+		}
+		counts[podWait(&pods[i])]++
+	}
+	if up >= want && o.RayJob != nil {
+		return fmt.Sprintf("Ray cluster up (%d of %d pods running); submitting the Ray job", up, want)
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
+		parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
+	}
+	if missing := want - len(pods); missing > 0 {
+		parts = append(parts, fmt.Sprintf("%d not created yet", missing))
+	}
+	return fmt.Sprintf("admitted, starting: %d of %d pods running (%s)", up, want, strings.Join(parts, ", "))
+}
+
+// podWait names the stage a pod that does not run yet is in.
+func podWait(p *corev1.Pod) string {
+	switch {
+	case p.DeletionTimestamp != nil:
+		return "ending"
+	case p.Spec.NodeName == "":
+		return "waiting for the scheduler"
+	case p.Status.Phase == corev1.PodPending && len(p.Spec.InitContainers) > 0 && !initDone(p):
+		return "running init containers"
+	case p.Status.Phase == corev1.PodPending || p.Status.Phase == corev1.PodRunning:
+		return "starting containers"
+	}
+	return strings.ToLower(string(p.Status.Phase))
+}
+
+func initDone(p *corev1.Pod) bool {
+	for _, s := range p.Status.InitContainerStatuses {
+		if t := s.State.Terminated; t == nil || t.ExitCode != 0 {
+			return false
+		}
+	}
+	return len(p.Status.InitContainerStatuses) == len(p.Spec.InitContainers)
+}
+
+// startFailure says why an admitted attempt's pods are not running: an image
+// that does not pull, an init container that fails, a crash-looping
+// container, pods the scheduler cannot place. ok is false when the pods
+// show no such cause.
+func startFailure(pods []corev1.Pod) (FailureClass, string, bool) {
+	if class, reason, ok := imagePull(FailureEvidence{Pods: pods}); ok {
+		return class, reason, true
+	}
+	for i := range pods {
+		if class, reason, ok := containerFailure(&pods[i]); ok {
+			return class, reason, true
+		}
+	}
+	for i := range pods {
+		p := &pods[i]
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+				return FailureInfrastructure, fmt.Sprintf("pod %s (%s) fits no node: %s", p.Name, podRequests(p), c.Message), true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// containerFailure finds a container of p that keeps failing to start.
+func containerFailure(p *corev1.Pod) (FailureClass, string, bool) {
+	for _, cs := range p.Status.InitContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return FailureInfrastructure, fmt.Sprintf("init container %s of pod %s exited with code %d (%s)", cs.Name, p.Name, t.ExitCode, t.Reason), true
+		}
+	}
+	for _, cs := range slices.Concat(p.Status.InitContainerStatuses, p.Status.ContainerStatuses) {
+		w := cs.State.Waiting
+		switch {
+		case w == nil:
+		case w.Reason == "CrashLoopBackOff":
+			reason := fmt.Sprintf("container %s of pod %s is crash-looping (%d restarts", cs.Name, p.Name, cs.RestartCount)
+			if t := cs.LastTerminationState.Terminated; t != nil {
+				reason += fmt.Sprintf(", last exit %d, %s", t.ExitCode, t.Reason)
+			}
+			return FailureUserError, reason + ")", true
+		case w.Reason == "CreateContainerConfigError" || w.Reason == "CreateContainerError":
+			return FailureUserError, fmt.Sprintf("container %s of pod %s cannot start: %s", cs.Name, p.Name, w.Message), true
+		}
+	}
+	return "", "", false
+}
+
+// podRequests is what a pod asks of a node, accelerators first:
+// "8 nvidia.com/gpu, 96 cpu, 1Ti memory".
+func podRequests(p *corev1.Pod) string {
+	total := corev1.ResourceList{}
+	for _, c := range p.Spec.Containers {
+		for name, q := range c.Resources.Requests {
+			sum := total[name]
+			sum.Add(q)
+			total[name] = sum
+		}
+	}
+	var out []string
+	for _, name := range slices.Sorted(maps.Keys(total)) {
+		if name != corev1.ResourceCPU && name != corev1.ResourceMemory && name != corev1.ResourceEphemeralStorage {
+			out = append(out, quantity(total[name], string(name)))
+		}
+	}
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if q, ok := total[name]; ok {
+			out = append(out, quantity(q, string(name)))
+		}
+	}
+	if len(out) == 0 {
+		return "no requests"
+	}
+	return "needs " + strings.Join(out, ", ")
+}
+
+func quantity(q resource.Quantity, name string) string { return q.String() + " " + name }

@@ -1,0 +1,99 @@
+package reconciler
+
+import (
+	"testing"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// What an admitted attempt that does not run says, in its pods' terms.
+func TestStartingMessageSaysWhatThePodsWaitFor(t *testing.T) {
+	twoRanks := &batchv1.Job{Spec: batchv1.JobSpec{Suspend: ptr.To(false), Parallelism: ptr.To[int32](2)}}
+	pending := func(name string, mut func(*corev1.Pod)) corev1.Pod {
+		p := gpuPod(name, "")
+		p.Status.Phase = corev1.PodPending
+		mut(&p)
+		return p
+	}
+	tests := map[string]struct {
+		obs  Observed
+		want string
+	}{
+		"one rank runs, the other waits for the scheduler": {
+			obs:  Observed{Job: twoRanks, Pods: []corev1.Pod{runningPod("j-0", ""), pending("j-1", func(*corev1.Pod) {})}},
+			want: "admitted, starting: 1 of 2 pods running (1 waiting for the scheduler)",
+		},
+		"a rank whose pod is not created yet": {
+			obs:  Observed{Job: twoRanks, Pods: []corev1.Pod{runningPod("j-0", "")}},
+			want: "admitted, starting: 1 of 2 pods running (1 not created yet)",
+		},
+		"an image that does not pull": {
+			obs: Observed{Job: twoRanks, Pods: []corev1.Pod{pending("j-0", func(p *corev1.Pod) {
+				p.Spec.NodeName = "gpu-1"
+				p.Spec.Containers[0].Image = "registry.example/train:nope"
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", Image: "registry.example/train:nope", State: corev1.ContainerState{
+					Waiting: &corev1.ContainerStateWaiting{Reason: "ImagePullBackOff", Message: `Back-off pulling image "registry.example/train:nope"`}}}}
+			})}},
+			want: `admitted, not starting: ImagePullBackOff: Back-off pulling image "registry.example/train:nope"`,
+		},
+		"the source init container fails": {
+			obs: Observed{Job: twoRanks, Pods: []corev1.Pod{pending("j-0", func(p *corev1.Pod) {
+				p.Spec.NodeName = "gpu-1"
+				p.Spec.InitContainers = []corev1.Container{{Name: "fetch-source"}}
+				p.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: "fetch-source", State: corev1.ContainerState{
+					Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error"}}}}
+			})}},
+			want: "admitted, not starting: init container fetch-source of pod j-0 exited with code 1 (Error)",
+		},
+		"a container crash-looping": {
+			obs: Observed{Job: twoRanks, Pods: []corev1.Pod{pending("j-0", func(p *corev1.Pod) {
+				p.Spec.NodeName = "gpu-1"
+				p.Status.Phase = corev1.PodRunning
+				p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "main", RestartCount: 4,
+					State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+					LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "OOMKilled"}}}}
+			})}},
+			want: "admitted, not starting: container main of pod j-0 is crash-looping (4 restarts, last exit 137, OOMKilled)",
+		},
+		"pods scheduled and starting their containers": {
+			obs: Observed{Job: twoRanks, Pods: []corev1.Pod{
+				pending("j-0", func(p *corev1.Pod) { p.Spec.NodeName = "gpu-1" }),
+				pending("j-1", func(p *corev1.Pod) {
+					p.Spec.NodeName = "gpu-2"
+					p.Spec.InitContainers = []corev1.Container{{Name: "fetch-source"}}
+				})}},
+			want: "admitted, starting: 0 of 2 pods running (1 running init containers, 1 starting containers)",
+		},
+		"a Ray cluster not created yet": {
+			obs:  Observed{RayJob: rayJobWith(2, rayv1.JobDeploymentStatusInitializing)},
+			want: "admitted; KubeRay is creating the Ray cluster (0 of 3 pods)",
+		},
+		"a Ray cluster up, its job not handed over": {
+			obs: Observed{RayJob: rayJobWith(1, rayv1.JobDeploymentStatusInitializing),
+				Pods: []corev1.Pod{runningPod("r-head", "head"), runningPod("r-w1", "worker"), pending("submitter", func(*corev1.Pod) {})}},
+			want: "Ray cluster up (2 of 2 pods running); submitting the Ray job",
+		},
+		"a pod being deleted does not count as running": {
+			obs: Observed{Job: twoRanks, Pods: []corev1.Pod{runningPod("j-0", ""), func() corev1.Pod {
+				p := runningPod("j-1", "")
+				p.DeletionTimestamp = &metav1.Time{}
+				return p
+			}()}},
+			want: "admitted, starting: 1 of 2 pods running (1 ending)",
+		},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if running(tc.obs) {
+				t.Fatalf("running(%s) = true, want false", name)
+			}
+			if got := startingMessage(tc.obs); got != tc.want {
+				t.Errorf("startingMessage:\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}

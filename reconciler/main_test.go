@@ -59,6 +59,7 @@ func runTests(m *testing.M) int {
 		return 1
 	}
 	defer env.Stop()
+	defer stopCluster()
 	scheme = env.Scheme
 	if err := taugridv1.AddToScheme(scheme); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -257,12 +257,35 @@ func TestAFailedRunResumesOncePerRequest(t *testing.T) {
 	}
 }
 
-// startPods does what the Job controller reports once the attempt's pod is
-// running: one active, ready pod.
+// startPods stands in for the Job controller and the kubelet of a cluster
+// this package's control plane does not run (startup_cluster_test.go runs
+// the real ones): every pod of the Job runs, and the Job says so.
 func startPods(t testing.TB, ns, job string) {
 	t.Helper()
+	ctx := context.Background()
+	j := &batchv1.Job{}
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: job}, j); err != nil {
+		t.Fatal(err)
+	}
+	n := ptr.Deref(j.Spec.Parallelism, 1)
+	for i := range n {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", job, i), Namespace: ns, Labels: j.Spec.Template.Labels},
+			Spec: *j.Spec.Template.Spec.DeepCopy()}
+		pod.Spec.NodeName = fmt.Sprintf("gpu-%d", i+1)
+		if err := k8s.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		pod.Status.Phase = corev1.PodRunning
+		for _, c := range pod.Spec.Containers {
+			pod.Status.ContainerStatuses = append(pod.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image,
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}}})
+		}
+		if err := k8s.Status().Update(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
 	setJobStatus(t, ns, job, "starting", func(st *batchv1.JobStatus) {
 		now := metav1.Now()
-		st.StartTime, st.Active, st.Ready = &now, 1, ptr.To(int32(1))
+		st.StartTime, st.Active, st.Ready = &now, n, ptr.To(n)
 	})
 }

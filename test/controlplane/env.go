@@ -24,6 +24,7 @@ import (
 type Options struct {
 	Kueue             bool     // the real Kueue controller, frameworks batch/job and ray.io/rayjob
 	KubeRay           bool     // the real KubeRay operator
+	Nodes             bool     // the real kube-scheduler and Job/GC/TTL controllers, and kwok playing the kubelet of nodes added with AddNodes
 	CRDDirectoryPaths []string // further CRD directories (TauGrid's own)
 
 	kueueArgs []string // appended to Kueue's command line; tests use them to make it fail
@@ -119,6 +120,11 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	if err := e.startControllers(ctx, binDir, kueue, opts.KubeRay); err != nil {
 		return nil, err
 	}
+	if opts.Nodes {
+		if err := e.startNodes(ctx, binDir); err != nil {
+			return nil, err
+		}
+	}
 	return e, nil
 }
 
@@ -134,6 +140,9 @@ func binaryDirFor(opts Options) (string, error) {
 	}
 	if opts.KubeRay {
 		names = append(names, BinKubeRay)
+	}
+	if opts.Nodes {
+		names = append(names, BinScheduler, BinControllerManager, BinKwok)
 	}
 	if err := RequireBinaries(dir, names...); err != nil {
 		return "", err

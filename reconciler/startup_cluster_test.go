@@ -1,0 +1,187 @@
+package reconciler
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/render"
+	"github.com/taugrid/taugrid/test/controlplane"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// A second control plane for the tests that need pods to be real: the
+// Job controller makes them, the scheduler places them on nodes sized like
+// real ones or leaves them Pending, and kwok runs them. Started by the
+// first test that asks, stopped when the package's tests end.
+var (
+	clusterOnce sync.Once
+	clusterEnv  *controlplane.Env
+	clusterErr  error
+)
+
+// onCluster points this package's fixtures (env, k8s) at the control plane
+// with nodes until t ends. The package's tests run one at a time.
+func onCluster(t *testing.T) {
+	t.Helper()
+	integration(t)
+	clusterOnce.Do(func() {
+		clusterEnv, clusterErr = controlplane.Start(context.Background(),
+			controlplane.Options{Kueue: true, KubeRay: true, Nodes: true, CRDDirectoryPaths: []string{"../api/crds"}})
+	})
+	if clusterErr != nil {
+		t.Fatalf("starting the control plane with nodes: %v", clusterErr)
+	}
+	c, err := client.New(clusterEnv.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	prevEnv, prevK8s := env, k8s
+	env, k8s = clusterEnv, c
+	t.Cleanup(func() { env, k8s = prevEnv, prevK8s })
+}
+
+// stopCluster stops the control plane with nodes, if a test started it.
+func stopCluster() {
+	if clusterEnv != nil {
+		_ = clusterEnv.Stop()
+	}
+}
+
+// addNode adds a node for kwok to run, removed when t ends.
+func addNode(t *testing.T, n *corev1.Node) {
+	t.Helper()
+	if err := env.AddNodes(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), n) })
+}
+
+// A run Kueue admits onto quota no node can hold says Admitted, never
+// Running, and says why in the scheduler's words, within seconds; once a
+// node that fits joins, it runs, and it succeeds when its pod exits 0.
+func TestAnAdmittedRunThatFitsNoNodeSaysWhyAndRunsOnceANodeFits(t *testing.T) {
+	onCluster(t)
+	f := newRunFixture(t, "tc1")
+	// An H200 node too short of memory for the run's 32Gi.
+	small := controlplane.GPUNode("tc1-small")
+	small.Status.Capacity[corev1.ResourceMemory] = resource.MustParse("16Gi")
+	small.Status.Allocatable[corev1.ResourceMemory] = resource.MustParse("16Gi")
+	addNode(t, small)
+	m := startManager(t)
+	defer m.stop()
+
+	f.research.runRef("big", "target: default\n")
+	f.poll(t)
+	run := f.runOf(t, "refs/tau/runs/big")
+	var admittedAt time.Time
+	waitFor(t, 60*time.Second, "the run to say its pod fits no node", func() bool {
+		run = getRun(t, f.ns, run.Name)
+		if admittedAt.IsZero() && run.Status.Phase == taugridv1.PhaseAdmitted {
+			admittedAt = time.Now()
+		}
+		return run.Status.Phase == taugridv1.PhaseAdmitted && strings.Contains(run.Status.Message, "fits no node")
+	})
+	explained := time.Since(admittedAt)
+	t.Logf("admitted to explained: %s; %q", explained.Round(time.Millisecond), run.Status.Message)
+	if explained > 30*time.Second {
+		t.Errorf("the run explained itself %s after admission, want within 30s", explained)
+	}
+	for _, want := range []string{"needs 1 nvidia.com/gpu, 8 cpu, 32Gi memory", "Insufficient memory"} {
+		if !strings.Contains(run.Status.Message, want) {
+			t.Errorf("the run's message lacks %q: %q", want, run.Status.Message)
+		}
+	}
+	// It stays so: nothing it shows is Running.
+	time.Sleep(3 * time.Second)
+	if run = getRun(t, f.ns, run.Name); run.Status.Phase != taugridv1.PhaseAdmitted || everRunning(run) {
+		t.Fatalf("a run whose pod fits no node reached %s (phases %v)", run.Status.Phase, run.Status.Phases)
+	}
+
+	addNode(t, controlplane.GPUNode("tc1-full"))
+	joined := time.Now()
+	waitFor(t, 30*time.Second, "the run to run once a node fits", func() bool {
+		run = getRun(t, f.ns, run.Name)
+		return run.Status.Phase == taugridv1.PhaseRunning
+	})
+	t.Logf("node joined to Running: %s", time.Since(joined).Round(time.Millisecond))
+	pods := podsOfRun(t, run)
+	if len(pods) != 1 || pods[0].Spec.NodeName != "tc1-full" || !podRunning(&pods[0]) {
+		t.Fatalf("Running, yet the attempt's pods are %v", podStates(pods))
+	}
+
+	exitPod(t, &pods[0], 0)
+	waitFor(t, 30*time.Second, "the run to succeed once its pod exits 0", func() bool {
+		return getRun(t, f.ns, run.Name).Status.Phase == taugridv1.PhaseSucceeded
+	})
+}
+
+func getRun(t *testing.T, ns, name string) *taugridv1.TauRun {
+	t.Helper()
+	run := &taugridv1.TauRun{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, run); err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
+func everRunning(run *taugridv1.TauRun) bool {
+	for _, p := range run.Status.Phases {
+		if p.Phase == taugridv1.PhaseRunning {
+			return true
+		}
+	}
+	return false
+}
+
+func podsOfRun(t *testing.T, run *taugridv1.TauRun) []corev1.Pod {
+	t.Helper()
+	var pods corev1.PodList
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(run.Namespace), client.MatchingLabels{render.LabelRun: run.Name}); err != nil {
+		t.Fatal(err)
+	}
+	return pods.Items
+}
+
+func podStates(pods []corev1.Pod) []string {
+	var out []string
+	for _, p := range pods {
+		out = append(out, p.Name+" on "+p.Spec.NodeName+": "+string(p.Status.Phase))
+	}
+	return out
+}
+
+// exitPod ends every container of a running pod with code, as its kubelet
+// would report: kwok runs pods, and a test decides when they end.
+func exitPod(t *testing.T, p *corev1.Pod, code int32) {
+	t.Helper()
+	cur := &corev1.Pod{}
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(p), cur); err != nil {
+		t.Fatal(err)
+	}
+	phase, reason := corev1.PodSucceeded, "Completed"
+	if code != 0 {
+		phase, reason = corev1.PodFailed, "Error"
+	}
+	now := metav1.Now()
+	cur.Status.Phase = phase
+	for i := range cur.Status.ContainerStatuses {
+		cs := &cur.Status.ContainerStatuses[i]
+		cs.Ready, cs.Started = false, new(false)
+		cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, FinishedAt: now}}
+	}
+	for i := range cur.Status.Conditions {
+		if c := &cur.Status.Conditions[i]; c.Type == corev1.PodReady || c.Type == corev1.ContainersReady {
+			c.Status = corev1.ConditionFalse
+		}
+	}
+	if err := k8s.Status().Update(context.Background(), cur); err != nil {
+		t.Fatal(err)
+	}
+}

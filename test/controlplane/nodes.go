@@ -1,0 +1,124 @@
+package controlplane
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// kwokStages is how kwok plays the kubelet of the test cluster's nodes.
+//
+//go:embed kwok/stages.yaml
+var kwokStages []byte
+
+// kwokNodeAnnotation marks the nodes kwok plays the kubelet of.
+const kwokNodeAnnotation = "kwok.x-k8s.io/node"
+
+// Controllers of kube-controller-manager the test cluster runs: Jobs make
+// their pods, owned objects go with their owner, finished Jobs expire, and
+// a node is schedulable once Ready (the not-ready taint a new node carries
+// is lifted) and tainted again if kwok stops renewing its lease.
+const kcmControllers = "job-controller,garbage-collector-controller,ttl-after-finished-controller,node-lifecycle-controller"
+
+// startNodes starts what turns objects into pods on nodes: the real
+// kube-scheduler, the real Job, garbage-collector and TTL controllers, and
+// kwok as the kubelet of fake nodes. Pods run only where the scheduler put
+// them, so a pod no node fits stays Pending with the scheduler's reason.
+func (e *Env) startNodes(ctx context.Context, binDir string) error {
+	stages := filepath.Join(e.dir, "kwok-stages.yaml")
+	if err := os.WriteFile(stages, kwokStages, 0o644); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 3)
+	wg.Go(func() {
+		errs[0] = e.runOnFreePort(ctx, BinScheduler, filepath.Join(binDir, BinScheduler), func(port int) ([]string, string) {
+			return append(e.servingArgs(port), "--leader-elect=false"), fmt.Sprintf("https://127.0.0.1:%d/readyz", port)
+		})
+	})
+	wg.Go(func() {
+		errs[1] = e.runOnFreePort(ctx, BinControllerManager, filepath.Join(binDir, BinControllerManager), func(port int) ([]string, string) {
+			return append(e.servingArgs(port), "--leader-elect=false", "--controllers="+kcmControllers,
+					"--use-service-account-credentials=false", "--concurrent-job-syncs=10", "--concurrent-gc-syncs=10"),
+				fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
+		})
+	})
+	wg.Go(func() {
+		errs[2] = e.runOnFreePort(ctx, BinKwok, filepath.Join(binDir, BinKwok), func(port int) ([]string, string) {
+			return []string{"--kubeconfig=" + e.Kubeconfig, "--config=" + stages,
+				"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
+				fmt.Sprintf("--server-address=127.0.0.1:%d", port), "--node-ip=10.0.0.1", "--node-lease-duration-seconds=40",
+			}, fmt.Sprintf("http://127.0.0.1:%d/healthz", port)
+		})
+	})
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// servingArgs are the flags kube-scheduler and kube-controller-manager share:
+// the cluster and the loopback port their health checks answer on.
+func (e *Env) servingArgs(port int) []string {
+	return []string{"--kubeconfig=" + e.Kubeconfig, "--authentication-kubeconfig=" + e.Kubeconfig,
+		"--authorization-kubeconfig=" + e.Kubeconfig, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
+		"--cert-dir=" + filepath.Join(e.dir, "serving-certs")}
+}
+
+// runOnFreePort starts a component on a free port, with a new one if the
+// port was taken meanwhile.
+func (e *Env) runOnFreePort(ctx context.Context, name, path string, argsFor func(port int) ([]string, string)) error {
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return err
+		}
+		args, ready := argsFor(port)
+		err = e.run(ctx, name, path, args, ready)
+		if err == nil || attempt == startAttempts || !addrInUse(err) {
+			return err
+		}
+	}
+}
+
+// GPUNode is a node shaped like an 8x H200 server (224 CPUs, 2 TiB of
+// memory), labelled as NVIDIA's GPU feature discovery labels one, which
+// kwok plays the kubelet of. Change its capacity to make other shapes.
+func GPUNode(name string) *corev1.Node {
+	capacity := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("224"),
+		corev1.ResourceMemory: resource.MustParse("2Ti"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+		"nvidia.com/gpu":      resource.MustParse("8"),
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        name,
+			Annotations: map[string]string{kwokNodeAnnotation: "fake"},
+			Labels: map[string]string{
+				"kubernetes.io/hostname": name,
+				"kubernetes.io/os":       "linux",
+				"kubernetes.io/arch":     "amd64",
+				"nvidia.com/gpu.product": "NVIDIA-H200",
+				"nvidia.com/gpu.count":   "8",
+			},
+		},
+		Status: corev1.NodeStatus{Capacity: capacity, Allocatable: capacity.DeepCopy()},
+	}
+}
+
+// AddNodes creates nodes for kwok to run; they are Ready within a second.
+func (e *Env) AddNodes(ctx context.Context, nodes ...*corev1.Node) error {
+	for _, n := range nodes {
+		if err := e.Client.Create(ctx, n); err != nil {
+			return fmt.Errorf("creating node %s: %w", n.Name, err)
+		}
+	}
+	return nil
+}

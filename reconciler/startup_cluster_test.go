@@ -80,15 +80,11 @@ func TestAnAdmittedRunThatFitsNoNodeSaysWhyAndRunsOnceANodeFits(t *testing.T) {
 	f.research.runRef("big", "target: default\n")
 	f.poll(t)
 	run := f.runOf(t, "refs/tau/runs/big")
-	var admittedAt time.Time
 	waitFor(t, 60*time.Second, "the run to say its pod fits no node", func() bool {
 		run = getRun(t, f.ns, run.Name)
-		if admittedAt.IsZero() && run.Status.Phase == taugridv1.PhaseAdmitted {
-			admittedAt = time.Now()
-		}
 		return run.Status.Phase == taugridv1.PhaseAdmitted && strings.Contains(run.Status.Message, "fits no node")
 	})
-	explained := time.Since(admittedAt)
+	explained := time.Since(phaseTime(run, taugridv1.PhaseAdmitted))
 	t.Logf("admitted to explained: %s; %q", explained.Round(time.Millisecond), run.Status.Message)
 	if explained > 30*time.Second {
 		t.Errorf("the run explained itself %s after admission, want within 30s", explained)
@@ -129,6 +125,16 @@ func getRun(t *testing.T, ns, name string) *taugridv1.TauRun {
 		t.Fatal(err)
 	}
 	return run
+}
+
+// phaseTime is when the run last entered phase.
+func phaseTime(run *taugridv1.TauRun, phase taugridv1.RunPhase) time.Time {
+	for i := len(run.Status.Phases) - 1; i >= 0; i-- {
+		if run.Status.Phases[i].Phase == phase {
+			return run.Status.Phases[i].Time.Time
+		}
+	}
+	return time.Time{}
 }
 
 func everRunning(run *taugridv1.TauRun) bool {
@@ -183,5 +189,51 @@ func exitPod(t *testing.T, p *corev1.Pod, code int32) {
 	}
 	if err := k8s.Status().Update(context.Background(), cur); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A Ray run whose second worker no node can hold says so, naming the
+// worker and what it asks, instead of "starting"; it runs once every Ray
+// pod runs on a node of its own.
+func TestARayRunWhoseWorkerFitsNoNodeSaysSoAndRunsWhenEveryPodRuns(t *testing.T) {
+	onCluster(t)
+	f := newRunFixture(t, "tc2")
+	addNode(t, controlplane.GPUNode("tc2-gpu-1"))
+	m := startManager(t)
+	defer m.stop()
+
+	f.research.runRef("ray", "target: ray\n")
+	f.poll(t)
+	run := f.runOf(t, "refs/tau/runs/ray")
+	waitFor(t, 90*time.Second, "the Ray run to say a worker fits no node", func() bool {
+		run = getRun(t, f.ns, run.Name)
+		return strings.Contains(run.Status.Message, "fits no node")
+	})
+	t.Logf("%s: %q", run.Status.Phase, run.Status.Message)
+	for _, want := range []string{"worker", "needs 8 nvidia.com/gpu, 48 cpu, 512Gi memory", "Insufficient nvidia.com/gpu"} {
+		if !strings.Contains(run.Status.Message, want) {
+			t.Errorf("the run's message lacks %q: %q", want, run.Status.Message)
+		}
+	}
+	if run.Status.Phase != taugridv1.PhaseAdmitted || everRunning(run) {
+		t.Fatalf("a Ray run with a worker on no node reached %s (phases %v)", run.Status.Phase, run.Status.Phases)
+	}
+
+	addNode(t, controlplane.GPUNode("tc2-gpu-2"))
+	waitFor(t, 60*time.Second, "the Ray run to run once both workers run", func() bool {
+		run = getRun(t, f.ns, run.Name)
+		return run.Status.Phase == taugridv1.PhaseRunning
+	})
+	var ray int
+	for _, p := range podsOfRun(t, run) {
+		if role := p.Labels[rayNodeType]; role == "head" || role == "worker" {
+			ray++
+			if !podRunning(&p) {
+				t.Errorf("Running, yet Ray pod %s is %s", p.Name, p.Status.Phase)
+			}
+		}
+	}
+	if ray != 3 {
+		t.Errorf("Running with %d Ray pods, want the head and 2 workers", ray)
 	}
 }

@@ -221,10 +221,10 @@ func (g *Gitea) Stop() {
 	_ = os.RemoveAll(g.dir)
 }
 
-// CloneURL is the HTTP URL of a repository of the admin user, without
+// CloneURL is the HTTP URL of a repository ("owner/name"), without
 // credentials: what a TauRepository's spec.url holds.
 func (g *Gitea) CloneURL(repo string) string {
-	return g.URL + g.User + "/" + repo + ".git"
+	return g.URL + repo + ".git"
 }
 
 // PushURL is CloneURL with the admin's token, for the git CLI.
@@ -234,9 +234,23 @@ func (g *Gitea) PushURL(repo string) string {
 	return u.String()
 }
 
-// CreateRepo creates an empty public repository of the admin user.
-func (g *Gitea) CreateRepo(ctx context.Context, name string) error {
-	return g.API(ctx, http.MethodPost, "user/repos", map[string]any{"name": name, "private": false}, nil)
+// CreateRepo creates an empty public repository ("owner/name"). An owner
+// other than the admin is an organisation, created when missing.
+func (g *Gitea) CreateRepo(ctx context.Context, repo string) error {
+	owner, name, ok := strings.Cut(repo, "/")
+	if !ok {
+		return fmt.Errorf("gitea: repository %q is not owner/name", repo)
+	}
+	body := map[string]any{"name": name, "private": false}
+	if owner == g.User {
+		return g.API(ctx, http.MethodPost, "user/repos", body, nil)
+	}
+	var ge *GiteaError
+	if err := g.API(ctx, http.MethodPost, "orgs", map[string]any{"username": owner, "visibility": "public"}, nil); err != nil &&
+		!(errors.As(err, &ge) && ge.StatusCode == http.StatusUnprocessableEntity) {
+		return err
+	}
+	return g.API(ctx, http.MethodPost, "orgs/"+owner+"/repos", body, nil)
 }
 
 // GiteaStatus is a commit status as Gitea's API lists it.
@@ -250,11 +264,11 @@ type GiteaStatus struct {
 }
 
 // CommitStatuses lists every status posted to a commit, oldest first.
-func (g *Gitea) CommitStatuses(ctx context.Context, repo, sha string) ([]GiteaStatus, error) {
+func (g *Gitea) CommitStatuses(ctx context.Context, repo, sha string) ([]GiteaStatus, error) { // repo: owner/name
 	var all []GiteaStatus
 	for page := 1; ; page++ {
 		var list []GiteaStatus
-		path := fmt.Sprintf("repos/%s/%s/commits/%s/statuses?sort=oldest&limit=50&page=%d", g.User, repo, sha, page)
+		path := fmt.Sprintf("repos/%s/commits/%s/statuses?sort=oldest&limit=50&page=%d", repo, sha, page)
 		if err := g.API(ctx, http.MethodGet, path, nil, &list); err != nil {
 			return nil, err
 		}
@@ -266,9 +280,9 @@ func (g *Gitea) CommitStatuses(ctx context.Context, repo, sha string) ([]GiteaSt
 }
 
 // CreateHook adds a webhook of Gitea's own type that sends push and tag
-// creation events to target, signed with secret.
+// creation events to target, signed with secret. repo is owner/name.
 func (g *Gitea) CreateHook(ctx context.Context, repo, target, secret string) error {
-	return g.API(ctx, http.MethodPost, fmt.Sprintf("repos/%s/%s/hooks", g.User, repo), map[string]any{
+	return g.API(ctx, http.MethodPost, "repos/"+repo+"/hooks", map[string]any{
 		"type": "gitea", "active": true, "events": []string{"push", "create"},
 		"config": map[string]string{"url": target, "content_type": "json", "secret": secret},
 	}, nil)
@@ -315,10 +329,4 @@ type GiteaError struct {
 
 func (e *GiteaError) Error() string {
 	return fmt.Sprintf("gitea: %s %s: HTTP %d: %s", e.Method, e.Path, e.StatusCode, e.Body)
-}
-
-// IsGiteaMissing says whether err is StartGitea's for a binary not built.
-func IsGiteaMissing(err error) bool {
-	return err != nil && (strings.Contains(err.Error(), "is missing from") || errors.Is(err, os.ErrNotExist) ||
-		strings.Contains(err.Error(), "run make testbin"))
 }

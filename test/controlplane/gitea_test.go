@@ -58,10 +58,10 @@ func TestGiteaTakesPushesKeepsStatusesAndSendsWebhooks(t *testing.T) {
 		hooks <- r.Header.Clone()
 	}))
 	defer receiver.Close()
-	if err := g.CreateRepo(ctx, "research"); err != nil {
+	if err := g.CreateRepo(ctx, "tau/research"); err != nil {
 		t.Fatal(err)
 	}
-	if err := g.CreateHook(ctx, "research", receiver.URL+"/hooks/x", "hook-secret"); err != nil {
+	if err := g.CreateHook(ctx, "tau/research", receiver.URL+"/hooks/x", "hook-secret"); err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
@@ -73,7 +73,7 @@ func TestGiteaTakesPushesKeepsStatusesAndSendsWebhooks(t *testing.T) {
 	gitCLI(t, dir, "commit", "-q", "-m", "first")
 	sha := gitCLI(t, dir, "rev-parse", "HEAD")
 	gitCLI(t, dir, "tag", "run/first")
-	gitCLI(t, dir, "push", "-q", g.PushURL("research"), "main", "run/first")
+	gitCLI(t, dir, "push", "-q", g.PushURL("tau/research"), "main", "run/first")
 
 	select {
 	case h := <-hooks:
@@ -89,7 +89,7 @@ func TestGiteaTakesPushesKeepsStatusesAndSendsWebhooks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := g.CommitStatuses(ctx, "research", sha)
+	got, err := g.CommitStatuses(ctx, "tau/research", sha)
 	if err != nil {
 		t.Fatal(err)
 	}

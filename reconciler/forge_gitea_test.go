@@ -1,0 +1,239 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/reconciler/forge"
+	"github.com/taugrid/taugrid/test/controlplane"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// One Gitea for the package's forge tests, started on first use.
+var (
+	giteaOnce sync.Once
+	giteaSrv  *controlplane.Gitea
+	giteaErr  error
+)
+
+// sharedGitea is the package's Gitea. It skips in -short mode and when
+// Gitea is not built, except with CI=true, where a missing Gitea fails.
+func sharedGitea(t *testing.T) *controlplane.Gitea {
+	t.Helper()
+	integration(t)
+	if _, err := controlplane.GiteaBinary(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and Gitea is missing: %v", err)
+		}
+		t.Skipf("Gitea is missing (%v)", err)
+	}
+	giteaOnce.Do(func() { giteaSrv, giteaErr = controlplane.StartGitea(context.Background()) })
+	if giteaErr != nil {
+		t.Fatalf("starting Gitea: %v", giteaErr)
+	}
+	return giteaSrv
+}
+
+// giteaFixture is a run fixture whose repository lives on the real Gitea
+// and reports there, driven by a real manager.
+type giteaFixture struct {
+	*runFixture
+	gitea *controlplane.Gitea
+	name  string // owner/name on Gitea
+}
+
+func newGiteaFixture(t *testing.T, prefix string) *giteaFixture {
+	t.Helper()
+	g := sharedGitea(t)
+	f := &giteaFixture{runFixture: newRunFixture(t, prefix), gitea: g}
+	f.name = f.ns + "/research"
+	ctx := context.Background()
+	if err := g.CreateRepo(ctx, f.name); err != nil {
+		t.Fatal(err)
+	}
+	f.research.git("-C", f.research.work, "remote", "add", "gitea", g.PushURL(f.name))
+	f.push("main")
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "forge", Namespace: f.ns},
+		Data: map[string][]byte{SecretToken: []byte(g.Token)}}
+	if err := k8s.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	base := f.repo.DeepCopy()
+	f.repo.Spec.URL = g.CloneURL(f.name)
+	f.repo.Spec.Forge = &taugridv1.Forge{Type: taugridv1.ForgeType(forge.Gitea), SecretRef: taugridv1.LocalObjectReference{Name: "forge"}}
+	if err := k8s.Patch(ctx, f.repo, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	f.poll(t) // what Gitea holds now is the starting point
+	return f
+}
+
+// push pushes refs to Gitea with the git CLI, in one push.
+func (f *giteaFixture) push(refs ...string) {
+	f.research.git(append([]string{"-C", f.research.work, "push", "--quiet", "--force", "gitea"}, refs...)...)
+}
+
+// taggedCommits makes n commits, each tagged run/<prefix>-<i>, pushed at
+// once; it returns the commits by tag.
+func (f *giteaFixture) taggedCommits(prefix string, n int) map[string]string {
+	commits := map[string]string{}
+	refs := []string{"main"}
+	for i := range n {
+		tag := fmt.Sprintf("run/%s-%02d", prefix, i)
+		f.research.git("-C", f.research.work, "commit", "--quiet", "--allow-empty", "-m", tag)
+		f.research.git("-C", f.research.work, "tag", tag)
+		commits[tag] = f.research.git("-C", f.research.work, "rev-parse", "HEAD")
+		refs = append(refs, "refs/tags/"+tag)
+	}
+	f.push(refs...)
+	return commits
+}
+
+// statuses lists what Gitea holds for a run's context on its commit.
+func (f *giteaFixture) statuses(t *testing.T, run *taugridv1.TauRun) []controlplane.GiteaStatus {
+	t.Helper()
+	all, err := f.gitea.CommitStatuses(context.Background(), f.name, run.Spec.Commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctxName := forge.Desired(run).Context
+	return slices.DeleteFunc(all, func(s controlplane.GiteaStatus) bool { return s.Context != ctxName })
+}
+
+// startAdmittedJobs completes every Job Kueue admitted (unsuspended), as
+// the Job controller would once its pod exits 0, and says how many.
+func (f *giteaFixture) completeAdmittedJobs(t *testing.T) {
+	t.Helper()
+	for _, j := range f.jobs(t) {
+		if j.Spec.Suspend != nil && *j.Spec.Suspend || jobDone(&j) {
+			continue
+		}
+		completeJob(t, f.ns, j.Name)
+	}
+}
+
+func jobDone(j *batchv1.Job) bool {
+	for _, c := range j.Status.Conditions {
+		if (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue {
+			return true
+		}
+	}
+	return false
+}
+
+// postedTwice names the statuses of one context that Gitea holds more
+// than once.
+func postedTwice(statuses []controlplane.GiteaStatus) []string {
+	seen := map[string]int{}
+	var twice []string
+	for _, s := range statuses {
+		key := s.State + ": " + s.Description
+		if seen[key]++; seen[key] == 2 {
+			twice = append(twice, key)
+		}
+	}
+	return twice
+}
+
+// Fifty run tags pushed at once, on fifty commits, through a queue of 8
+// GPUs and a controller restart midway: Gitea holds each status of each
+// run exactly once, and every run ends with one success.
+func TestFiftyRunsPushedAtOnceShowEachStateOnceOnGitea(t *testing.T) {
+	f := newGiteaFixture(t, "fg1")
+	setGPUQuota(t, f.ns, "8", "0")
+	m := startManager(t)
+	defer func() { m.stop() }()
+	start := time.Now()
+	commits := f.taggedCommits("many", 50)
+	if err := m.nudger.Nudge(context.Background(), f.repo.Spec.URL); err != nil {
+		t.Fatal(err)
+	}
+	restarted := false
+	waitFor(t, 3*time.Minute, "50 runs to succeed", func() bool {
+		f.completeAdmittedJobs(t)
+		runs := f.listRuns(t)
+		done := 0
+		for _, r := range runs {
+			if r.Status.Phase == taugridv1.PhaseSucceeded {
+				done++
+			}
+		}
+		if done >= 20 && !restarted {
+			m.stop() // the controller restarts midway
+			m, restarted = startManager(t), true
+		}
+		return len(runs) == 50 && done == 50
+	})
+	t.Logf("50 runs pushed at once succeeded %s later", time.Since(start).Round(time.Millisecond))
+	runs := f.listRuns(t)
+	waitFor(t, 30*time.Second, "every commit to show success", func() bool {
+		for i := range runs {
+			if st := f.statuses(t, &runs[i]); len(st) == 0 || st[len(st)-1].State != "success" {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(2 * time.Second) // a late duplicate would land by now
+	var lat latencies
+	posts := 0
+	for i := range runs {
+		run := &runs[i]
+		if commits[strings.TrimPrefix(run.Spec.Trigger.Ref, "refs/tags/")] != run.Spec.Commit {
+			t.Errorf("run %s is on %s, not its tag's commit", run.Name, run.Spec.Commit)
+		}
+		st := f.statuses(t, run)
+		posts += len(st)
+		if twice := postedTwice(st); len(twice) > 0 {
+			t.Errorf("run %s: Gitea holds %q more than once (all: %v)", run.Name, twice, st)
+		}
+		lat.add(run, st)
+	}
+	t.Logf("%d statuses for 50 runs; phase change to Gitea's status, whole seconds: %s", posts, lat)
+}
+
+// latencies collects, per phase, the seconds from a run entering the phase
+// (status.phases) to Gitea creating the status that shows it.
+type latencies map[taugridv1.RunPhase][]time.Duration
+
+// phasePrefix is how each phase's status description begins.
+var phasePrefix = map[taugridv1.RunPhase]string{
+	taugridv1.PhasePending: "accepted", taugridv1.PhaseQueued: "queued", taugridv1.PhaseAdmitted: "admitted",
+	taugridv1.PhaseRunning: "running", taugridv1.PhaseSucceeded: "succeeded",
+}
+
+func (l *latencies) add(run *taugridv1.TauRun, st []controlplane.GiteaStatus) {
+	if *l == nil {
+		*l = latencies{}
+	}
+	for _, p := range run.Status.Phases {
+		for _, s := range st {
+			if prefix := phasePrefix[p.Phase]; prefix != "" && strings.HasPrefix(s.Description, prefix) {
+				(*l)[p.Phase] = append((*l)[p.Phase], s.Created.Sub(p.Time.Time))
+				break
+			}
+		}
+	}
+}
+
+func (l latencies) String() string {
+	var b strings.Builder
+	for _, p := range []taugridv1.RunPhase{taugridv1.PhasePending, taugridv1.PhaseQueued, taugridv1.PhaseAdmitted, taugridv1.PhaseSucceeded} {
+		d := slices.Sorted(slices.Values(l[p]))
+		if len(d) == 0 {
+			continue
+		}
+		fmt.Fprintf(&b, "%s n=%d median %s max %s; ", p, len(d), d[len(d)/2], d[len(d)-1])
+	}
+	return strings.TrimSuffix(b.String(), "; ")
+}

@@ -3,6 +3,8 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"slices"
 	"strings"
@@ -11,11 +13,13 @@ import (
 	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/gitsource"
 	"github.com/taugrid/taugrid/reconciler/forge"
 	"github.com/taugrid/taugrid/test/controlplane"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -236,4 +240,152 @@ func (l latencies) String() string {
 		fmt.Fprintf(&b, "%s n=%d median %s max %s; ", p, len(d), d[len(d)/2], d[len(d)-1])
 	}
 	return strings.TrimSuffix(b.String(), "; ")
+}
+
+// seenAt records, polling every 25 ms, when a run was first seen in
+// each phase and when Gitea first held a status for it.
+type seenAt struct {
+	phase map[taugridv1.RunPhase]time.Time
+	post  map[taugridv1.RunPhase]time.Time
+}
+
+func (f *giteaFixture) watch(t *testing.T, fs *seenAt, name string) *taugridv1.TauRun {
+	t.Helper()
+	run := &taugridv1.TauRun{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: name}, run); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	if _, ok := fs.phase[run.Status.Phase]; !ok {
+		fs.phase[run.Status.Phase] = now
+	}
+	for _, s := range f.statuses(t, run) {
+		for p, prefix := range phasePrefix {
+			if _, ok := fs.post[p]; !ok && strings.HasPrefix(s.Description, prefix) {
+				fs.post[p] = now
+			}
+		}
+	}
+	return run
+}
+
+// A run that queues behind another, then runs and succeeds: each phase
+// reaches the commit within 2 s, and the queued explanation is there
+// before the run is admitted.
+func TestEachPhaseReachesGiteaWithinTwoSeconds(t *testing.T) {
+	f := newGiteaFixture(t, "fg2")
+	setGPUQuota(t, f.ns, "1", "0")
+	m := startManager(t)
+	defer m.stop()
+	commits := f.taggedCommits("blocker", 1)
+	if err := m.nudger.Nudge(context.Background(), f.repo.Spec.URL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the blocker to be admitted", func() bool {
+		return len(f.listRuns(t)) == 1 && f.listRuns(t)[0].Status.Phase == taugridv1.PhaseAdmitted
+	})
+	blocker := f.listRuns(t)[0]
+	commits = f.taggedCommits("waiter", 1)
+	if err := m.nudger.Nudge(context.Background(), f.repo.Spec.URL); err != nil {
+		t.Fatal(err)
+	}
+	var name string
+	waitFor(t, 30*time.Second, "the waiter's run", func() bool {
+		for _, r := range f.listRuns(t) {
+			if r.Spec.Commit == commits["run/waiter-00"] {
+				name = r.Name
+			}
+		}
+		return name != ""
+	})
+	fs := &seenAt{phase: map[taugridv1.RunPhase]time.Time{}, post: map[taugridv1.RunPhase]time.Time{}}
+	var run *taugridv1.TauRun
+	waitFor(t, 30*time.Second, "the waiter's explanation on its commit", func() bool {
+		run = f.watch(t, fs, name)
+		st := f.statuses(t, run)
+		return len(st) > 0 && strings.HasPrefix(st[len(st)-1].Description, "queued #1 of 1")
+	})
+	time.Sleep(time.Second) // queued for a while
+	completeJob(t, f.ns, blocker.Status.Workload.Name)
+	waitFor(t, 30*time.Second, "the waiter to be admitted and shown so", func() bool {
+		run = f.watch(t, fs, name)
+		_, posted := fs.post[taugridv1.PhaseAdmitted]
+		return posted
+	})
+	completeJob(t, f.ns, run.Status.Workload.Name)
+	waitFor(t, 30*time.Second, "the waiter's success on its commit", func() bool {
+		run = f.watch(t, fs, name)
+		_, posted := fs.post[taugridv1.PhaseSucceeded]
+		return posted
+	})
+	var lat latencies
+	st := f.statuses(t, run)
+	lat.add(run, st)
+	var seen []string
+	for _, p := range []taugridv1.RunPhase{taugridv1.PhaseQueued, taugridv1.PhaseAdmitted, taugridv1.PhaseSucceeded} {
+		d := fs.post[p].Sub(fs.phase[p])
+		seen = append(seen, fmt.Sprintf("%s %s", p, d.Round(time.Millisecond)))
+		if fs.phase[p].IsZero() || fs.post[p].IsZero() || d > 2*time.Second {
+			t.Errorf("%s: seen in the run at %v, on the commit at %v (%v later), want within 2s", p, fs.phase[p], fs.post[p], d)
+		}
+		if got := lat[p]; len(got) != 1 || got[0] > 2*time.Second {
+			t.Errorf("%s: Gitea created its status %v after the phase began (whole seconds), want within 2s", p, got)
+		}
+	}
+	if twice := postedTwice(st); len(twice) > 0 {
+		t.Errorf("posted more than once: %q", twice)
+	}
+	var descs []string
+	for _, s := range st {
+		descs = append(descs, s.State+": "+s.Description)
+	}
+	t.Logf("seen in the run -> seen on the commit: %s; whole seconds by Gitea's clock: %s; statuses: %q", strings.Join(seen, ", "), lat, descs)
+}
+
+// A Gitea webhook pointed at the controller's receiver path nudges a
+// poll: a pushed run tag becomes a run long before the 1 m poll interval.
+func TestAGiteaWebhookAtTheReceiverPathNudgesAPoll(t *testing.T) {
+	f := newGiteaFixture(t, "fg3")
+	ctx := context.Background()
+	hookSecret := []byte("fg3-webhook-secret")
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: f.ns}, Data: map[string][]byte{SecretToken: hookSecret}}
+	if err := k8s.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	base := f.repo.DeepCopy()
+	f.repo.Spec.Webhook = &taugridv1.Webhook{SecretRef: taugridv1.LocalObjectReference{Name: "hook"}}
+	if err := k8s.Patch(ctx, f.repo, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	m := startManager(t)
+	defer m.stop()
+	mux := http.NewServeMux()
+	mux.Handle("POST /hooks/{id}", gitsource.NewWebhookHandler(&WebhookReceivers{Client: k8s, Forge: gitsource.ForgeGitHub, Clock: clock.RealClock{}},
+		m.nudger, gitsource.WebhookOptions{}))
+	receiver := httptest.NewServer(mux)
+	defer receiver.Close()
+	// The receiver path as the controller serves it. Once TauRepository
+	// has status.webhookPath, read it from there instead.
+	path := "/hooks/" + gitsource.WebhookID(f.ns, f.repo.Name, hookSecret)
+	if err := f.gitea.CreateHook(ctx, f.name, receiver.URL+path, string(hookSecret)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the manager's first poll of the Gitea repository", func() bool {
+		repo := &taugridv1.TauRepository{}
+		return k8s.Get(ctx, client.ObjectKeyFromObject(f.repo), repo) == nil && repo.Status.ObservedGeneration == repo.Generation
+	})
+	start := time.Now()
+	commits := f.taggedCommits("hooked", 1)
+	waitFor(t, 20*time.Second, "a run for the tag pushed to Gitea", func() bool {
+		runs := f.listRuns(t)
+		return len(runs) == 1 && runs[0].Spec.Commit == commits["run/hooked-00"]
+	})
+	repo := &taugridv1.TauRepository{}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(f.repo), repo); err != nil {
+		t.Fatal(err)
+	}
+	if repo.Annotations[AnnotationNudge] == "" {
+		t.Error("the run came without a nudge from the webhook")
+	}
+	t.Logf("tag pushed to Gitea -> TauRun through its webhook: %s", time.Since(start).Round(time.Millisecond))
 }

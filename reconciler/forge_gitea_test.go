@@ -114,8 +114,8 @@ func (f *giteaFixture) statuses(t *testing.T, run *taugridv1.TauRun) []controlpl
 	return slices.DeleteFunc(all, func(s controlplane.GiteaStatus) bool { return s.Context != ctxName })
 }
 
-// startAdmittedJobs completes every Job Kueue admitted (unsuspended), as
-// the Job controller would once its pod exits 0, and says how many.
+// completeAdmittedJobs completes every Job Kueue admitted (unsuspended),
+// as the Job controller would once its pod exits 0.
 func (f *giteaFixture) completeAdmittedJobs(t *testing.T) {
 	t.Helper()
 	for _, j := range f.jobs(t) {

@@ -11,6 +11,7 @@ import (
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/reconciler/forge"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -69,7 +70,11 @@ const (
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
 // Reconcile posts the run's desired status when it differs from the last
-// one posted, recorded in status.forge.
+// one posted, recorded in status.forge. The record is written before the
+// post, on the run's resourceVersion: a reconcile working from an older
+// copy of the run (the cache lags behind the API server) fails that write
+// and posts nothing, and a post whose outcome is unknown (a restart, a
+// timeout) is settled by reading the forge before posting again.
 func (r *ForgeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	run := &taugridv1.TauRun{}
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
@@ -86,11 +91,13 @@ func (r *ForgeReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 		return reconcile.Result{}, nil
 	}
 	want := forge.Desired(run)
-	if alreadyPosted(run.Status.Forge, want) {
-		return reconcile.Result{}, nil
-	}
-	if wait := progressWait(run.Status.Forge, want, r.Clock.Now()); wait > 0 {
-		return reconcile.Result{RequeueAfter: wait}, nil
+	if last := run.Status.Forge; last == nil || !last.InFlight {
+		if alreadyPosted(last, want) {
+			return reconcile.Result{}, nil
+		}
+		if wait := progressWait(last, want, r.Clock.Now()); wait > 0 {
+			return reconcile.Result{RequeueAfter: wait}, nil
+		}
 	}
 	return r.reconcilePost(ctx, run, repo, want)
 }
@@ -101,33 +108,122 @@ func alreadyPosted(last *taugridv1.ForgeStatus, want forge.Status) bool {
 		last.Description == want.Description && last.TargetURL == want.TargetURL
 }
 
-// progressWait is how long a progress post must wait so that a run posts
-// at most one progress update per progressInterval. Final states never wait.
+// progressWait is how long a post must wait so that refreshes within one
+// phase (a queue position, a new estimate) go at most once per
+// progressInterval. A new phase, a final state and the first explanation
+// that replaces a phase's generic line never wait.
 func progressWait(last *taugridv1.ForgeStatus, want forge.Status, now time.Time) time.Duration {
-	if last == nil || want.State.Final() {
+	if last == nil || want.State.Final() || string(last.Phase) != want.Phase || last.Context != want.Context ||
+		(want.Generic != "" && last.Description == want.Generic) {
 		return 0
 	}
 	return max(0, last.PostedAt.Add(progressInterval).Sub(now))
 }
 
-// reconcilePost posts want and records it in status.forge. Rate limits
-// requeue after the forge's wait; settings a human must fix raise a Warning
-// event and retry slowly; other errors return for backoff.
+// reconcilePost records want as in flight, posts it and records the
+// outcome. Rate limits requeue after the forge's wait; settings a human
+// must fix raise a Warning event and retry slowly; other errors return for
+// backoff.
 func (r *ForgeReconciler) reconcilePost(ctx context.Context, run *taugridv1.TauRun, repo *taugridv1.TauRepository, want forge.Status) (reconcile.Result, error) {
 	checkRuns := repo.Spec.Forge.CheckRuns && repo.Spec.Forge.Type == taugridv1.ForgeType(forge.GitHub)
-	if last := run.Status.Forge; checkRuns && last != nil && last.Context == want.Context {
+	last := run.Status.Forge
+	if checkRuns && last != nil && last.Context == want.Context {
 		want.CheckRunID = last.CheckRunID
 	}
 	poster, err := r.posterFor(ctx, repo, &want, checkRuns)
 	if err == nil {
-		var posted forge.Posted
-		if posted, err = poster.Post(ctx, want); err == nil {
-			if !checkRuns {
-				posted.ID = 0
-			}
-			return reconcile.Result{}, r.record(ctx, run, want, posted)
+		var done bool
+		if done, err = r.settle(ctx, run, poster, &want, checkRuns); err == nil && !done {
+			err = r.post(ctx, run, poster, want, checkRuns)
 		}
 	}
+	if err == nil || errors.Is(err, errStale) {
+		return reconcile.Result{}, nil
+	}
+	return r.postError(run, want, err)
+}
+
+// errStale: the run changed since it was read; its watch event brings a
+// fresh reconcile.
+var errStale = errors.New("the run changed since it was read")
+
+// settle asks the forge what a post in flight left on the commit. If the
+// commit already shows want, it records that and reports done; a check
+// run found there is updated from now on, not created again.
+func (r *ForgeReconciler) settle(ctx context.Context, run *taugridv1.TauRun, poster forge.StatusPoster, want *forge.Status, checkRuns bool) (bool, error) {
+	if last := run.Status.Forge; last == nil || !last.InFlight {
+		return false, nil
+	}
+	shown, same, err := poster.Shows(ctx, *want)
+	if err != nil {
+		return false, err
+	}
+	if !checkRuns {
+		shown.ID = 0
+	} else if want.CheckRunID == 0 {
+		want.CheckRunID = shown.ID
+	}
+	if !same {
+		return false, nil
+	}
+	return true, r.confirm(ctx, run, forgeRecord(*want, r.Clock.Now(), false), shown)
+}
+
+// post records want as in flight (failing with errStale when the run
+// changed since it was read), posts it, and records that the forge took
+// it. A post the forge surely refused puts the previous record back.
+func (r *ForgeReconciler) post(ctx context.Context, run *taugridv1.TauRun, poster forge.StatusPoster, want forge.Status, checkRuns bool) error {
+	previous := run.Status.Forge.DeepCopy()
+	base := run.DeepCopy()
+	run.Status.Forge = forgeRecord(want, r.Clock.Now(), true)
+	if err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return errStale
+		}
+		return err
+	}
+	posted, err := poster.Post(ctx, want)
+	if err != nil {
+		if forge.Refused(err) {
+			r.restore(ctx, run, previous)
+		}
+		return err
+	}
+	if !checkRuns {
+		posted.ID = 0
+	}
+	return r.confirm(ctx, run, run.Status.Forge, posted)
+}
+
+// forgeRecord is status.forge for s, posted (or begun) at now.
+func forgeRecord(s forge.Status, now time.Time, inFlight bool) *taugridv1.ForgeStatus {
+	return &taugridv1.ForgeStatus{Context: s.Context, State: string(s.State), Description: s.Description,
+		TargetURL: s.TargetURL, Phase: taugridv1.RunPhase(s.Phase), PostedAt: metav1.NewTime(now), InFlight: inFlight,
+		CheckRunID: s.CheckRunID}
+}
+
+// confirm records that the forge shows rec. Only this reconciler writes
+// status.forge, one reconcile per run at a time, so no lock is needed.
+func (r *ForgeReconciler) confirm(ctx context.Context, run *taugridv1.TauRun, rec *taugridv1.ForgeStatus, p forge.Posted) error {
+	base := run.DeepCopy()
+	run.Status.Forge = rec.DeepCopy()
+	run.Status.Forge.InFlight = false
+	if p.ID != 0 {
+		run.Status.Forge.CheckRunID = p.ID
+	}
+	return client.IgnoreNotFound(r.Status().Patch(ctx, run, client.MergeFrom(base)))
+}
+
+// restore puts back the record a refused post replaced. If that fails the
+// record stays in flight, and the next reconcile asks the forge.
+func (r *ForgeReconciler) restore(ctx context.Context, run *taugridv1.TauRun, previous *taugridv1.ForgeStatus) {
+	base := run.DeepCopy()
+	run.Status.Forge = previous
+	_ = r.Status().Patch(ctx, run, client.MergeFrom(base))
+}
+
+// postError classifies a failed post.
+func (r *ForgeReconciler) postError(run *taugridv1.TauRun, want forge.Status, err error) (reconcile.Result, error) {
 	if wait, ok := forge.RetryAfter(err); ok {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
@@ -191,14 +287,6 @@ func (r *ForgeReconciler) appToken(ctx context.Context, apiURL string, data map[
 		tokens = &forge.AppTokens{HTTPClient: r.HTTPClient, Clock: r.Clock, Metrics: r.Metrics}
 	}
 	return tokens.Token(ctx, forge.App{APIURL: apiURL, AppID: appID, InstallationID: installation, PrivateKey: data[SecretPrivateKey]})
-}
-
-// record patches status.forge with what the forge accepted.
-func (r *ForgeReconciler) record(ctx context.Context, run *taugridv1.TauRun, s forge.Status, p forge.Posted) error {
-	base := run.DeepCopy()
-	run.Status.Forge = &taugridv1.ForgeStatus{Context: s.Context, State: string(s.State), Description: s.Description,
-		TargetURL: s.TargetURL, PostedAt: metav1.NewTime(r.Clock.Now()), CheckRunID: p.ID}
-	return client.IgnoreNotFound(r.Status().Patch(ctx, run, client.MergeFrom(base)))
 }
 
 // SetupWithManager registers the reconciler: every change of a TauRun,

@@ -191,7 +191,9 @@ type TauRunStatus struct {
 	Forge *ForgeStatus `json:"forge,omitempty"`
 }
 
-// ForgeStatus is a commit status as last posted.
+// ForgeStatus is a commit status as last posted, or as being posted. The
+// forge reconciler records a status here before it posts it, so that no
+// reconcile working from an older copy of the run posts it again.
 type ForgeStatus struct {
 	// Context names the status on the commit, e.g. "tau/default run-1a2b".
 	Context string `json:"context"`
@@ -203,8 +205,17 @@ type ForgeStatus struct {
 	// TargetURL is the link the status carries.
 	// +optional
 	TargetURL string `json:"targetURL,omitempty"`
-	// PostedAt is when the forge accepted it.
+	// Phase is the run's phase the status shows: refreshes within one
+	// phase are paced, a new phase is posted at once.
+	// +optional
+	Phase RunPhase `json:"phase,omitempty"`
+	// PostedAt is when the post began.
 	PostedAt metav1.Time `json:"postedAt"`
+	// InFlight says the post has begun and its outcome is not known (the
+	// controller stopped, or the call failed without a clear answer): the
+	// forge is asked what it shows before anything is posted again.
+	// +optional
+	InFlight bool `json:"inFlight,omitempty"`
 	// CheckRunID is the GitHub check run showing the run (spec.forge.checkRuns),
 	// which later posts update rather than create anew.
 	// +optional

@@ -59,10 +59,18 @@ type paced struct {
 }
 
 func (p *paced) Post(ctx context.Context, s Status) (Posted, error) {
+	if err := p.take(); err != nil {
+		return Posted{}, err
+	}
+	return p.StatusPoster.Post(ctx, s)
+}
+
+// take takes a token, or says how long until one is there.
+func (p *paced) take() error {
 	r := p.bucket.ReserveN(p.clock.Now(), 1)
 	if d := r.DelayFrom(p.clock.Now()); d > 0 {
 		r.CancelAt(p.clock.Now())
-		return Posted{}, &WaitError{Forge: p.forge, After: max(d, time.Second)}
+		return &WaitError{Forge: p.forge, After: max(d, time.Second)}
 	}
-	return p.StatusPoster.Post(ctx, s)
+	return nil
 }

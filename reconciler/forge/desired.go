@@ -18,6 +18,7 @@ func Desired(run *taugridv1.TauRun) Status {
 	}
 	s.State, s.Description = describe(run)
 	s.Description = Shorten(s.Description, MaxDescription)
+	s.Phase, s.Generic = string(run.Status.Phase), generic(run)
 	s.Summary = summary(run, s.Description)
 	return s
 }
@@ -62,19 +63,15 @@ func summary(run *taugridv1.TauRun, line string) string {
 
 func describe(run *taugridv1.TauRun) (State, string) {
 	msg := firstLine(run.Status.Message)
-	queue := ""
-	if w := run.Status.Workload; w != nil {
-		queue = w.Queue
-	}
 	switch run.Status.Phase {
 	case taugridv1.PhaseQueued:
 		// The run reconciler explains every wait in one line (ExplainWait).
 		if msg == "" || strings.HasPrefix(msg, "submitted to queue ") {
-			return StatePending, strings.TrimSpace("queued in " + queue)
+			return StatePending, generic(run)
 		}
 		return StatePending, msg
 	case taugridv1.PhaseAdmitted:
-		return StateRunning, "admitted in " + queue + ": starting"
+		return StateRunning, generic(run)
 	case taugridv1.PhaseRunning:
 		return StateRunning, "running"
 	case taugridv1.PhaseSucceeded:
@@ -85,6 +82,22 @@ func describe(run *taugridv1.TauRun) (State, string) {
 		return StateError, msg
 	}
 	return StatePending, "accepted: preparing the run"
+}
+
+// generic is the line a queued or admitted run shows before the run
+// reconciler explains what it waits for; other phases have none.
+func generic(run *taugridv1.TauRun) string {
+	queue := ""
+	if w := run.Status.Workload; w != nil {
+		queue = w.Queue
+	}
+	switch run.Status.Phase {
+	case taugridv1.PhaseQueued:
+		return strings.TrimSpace("queued in " + queue)
+	case taugridv1.PhaseAdmitted:
+		return "admitted in " + queue + ": starting"
+	}
+	return ""
 }
 
 func firstLine(s string) string {

@@ -35,24 +35,27 @@ func withMessage(m string) func(*taugridv1.TauRun) {
 
 func TestDesiredStatusSpeaksTheResearchersLanguage(t *testing.T) {
 	cases := map[string]struct {
-		run   *taugridv1.TauRun
-		state forge.State
-		desc  string
+		run     *taugridv1.TauRun
+		state   forge.State
+		desc    string
+		generic string // the phase's line before the run explains itself
 	}{
 		"a new run is pending while it is prepared": {
 			run: aRun(""), state: forge.StatePending, desc: "accepted: preparing the run"},
 		"a pending run reading its tau file is still pending": {
 			run: aRun(taugridv1.PhasePending, withMessage("reading tau.yaml")), state: forge.StatePending, desc: "accepted: preparing the run"},
 		"a run Kueue has not looked at yet shows its queue": {
-			run: aRun(taugridv1.PhaseQueued, inQueue("runs", "")), state: forge.StatePending, desc: "queued in runs"},
+			run: aRun(taugridv1.PhaseQueued, inQueue("runs", "")), state: forge.StatePending, desc: "queued in runs", generic: "queued in runs"},
 		"a waiting run shows the run reconciler's one-line explanation": {
 			run: aRun(taugridv1.PhaseQueued, inQueue("runs", "the long explanation"),
 				withMessage("queued #2 of 3 in team-a: needs 8 more nvidia.com/gpu (h200); team-a uses 16/8 (8 borrowed)")),
-			state: forge.StatePending, desc: "queued #2 of 3 in team-a: needs 8 more nvidia.com/gpu (h200); team-a uses 16/8 (8 borrowed)"},
+			state: forge.StatePending, desc: "queued #2 of 3 in team-a: needs 8 more nvidia.com/gpu (h200); team-a uses 16/8 (8 borrowed)",
+			generic: "queued in runs"},
 		"just submitted, it shows its queue": {
-			run: aRun(taugridv1.PhaseQueued, inQueue("runs", ""), withMessage("submitted to queue runs")), state: forge.StatePending, desc: "queued in runs"},
+			run: aRun(taugridv1.PhaseQueued, inQueue("runs", ""), withMessage("submitted to queue runs")), state: forge.StatePending, desc: "queued in runs", generic: "queued in runs"},
 		"an admitted run is starting": {
-			run: aRun(taugridv1.PhaseAdmitted, inQueue("runs", "")), state: forge.StateRunning, desc: "admitted in runs: starting"},
+			run: aRun(taugridv1.PhaseAdmitted, inQueue("runs", "")), state: forge.StateRunning, desc: "admitted in runs: starting",
+			generic: "admitted in runs: starting"},
 		"a running run is running": {
 			run: aRun(taugridv1.PhaseRunning, inQueue("runs", "")), state: forge.StateRunning, desc: "running"},
 		"a succeeded run succeeded": {
@@ -67,7 +70,7 @@ func TestDesiredStatusSpeaksTheResearchersLanguage(t *testing.T) {
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			want := forge.Status{SHA: sha, Context: "tau/default research-first-1a2b3c", State: tc.state, Description: tc.desc,
-				TargetURL: "https://tau.example/runs/research-first-1a2b3c"}
+				TargetURL: "https://tau.example/runs/research-first-1a2b3c", Phase: string(tc.run.Status.Phase), Generic: tc.generic}
 			got := forge.Desired(tc.run)
 			if diff := cmp.Diff(want, got, cmpopts.IgnoreFields(forge.Status{}, "Summary")); diff != "" {
 				t.Errorf("Desired (-want +got):\n%s", diff)

@@ -50,6 +50,11 @@ type Status struct {
 	CheckRunID int64
 	// Summary is the check run's Markdown body; commit statuses have none.
 	Summary string
+	// Phase is the run phase the status shows, and Generic that phase's
+	// line before the run explains itself (e.g. "queued in runs"): the
+	// reconciler paces refreshes within a phase, but not the first
+	// explanation that replaces the generic line.
+	Phase, Generic string
 }
 
 // Posted is what the forge answered.
@@ -60,6 +65,11 @@ type Posted struct {
 // StatusPoster posts commit statuses to one forge.
 type StatusPoster interface {
 	Post(ctx context.Context, s Status) (Posted, error)
+	// Shows says whether the latest status of s.Context on s.SHA is s (its
+	// state, description and link, in the forge's words), and its ID (a
+	// check run's, for the next update). It is how a post whose outcome
+	// is unknown is settled without posting twice.
+	Shows(ctx context.Context, s Status) (Posted, bool, error)
 }
 
 // Type names a forge, as TauRepository's spec.forge.type does.
@@ -219,6 +229,17 @@ func IsTerminal(err error) bool {
 	var ce *ConfigError
 	var ae *APIError
 	return errors.As(err, &ce) || (errors.As(err, &ae) && ae.Terminal())
+}
+
+// Refused says the forge surely did not take a post that failed with err:
+// it was never sent (settings, the credential's pace) or the forge
+// answered with a refusal. Timeouts, transport failures and 5xx answers
+// leave the outcome unknown.
+func Refused(err error) bool {
+	var ce *ConfigError
+	var we *WaitError
+	var ae *APIError
+	return errors.As(err, &ce) || errors.As(err, &we) || (errors.As(err, &ae) && ae.StatusCode/100 == 4)
 }
 
 // RetryAfter returns how long to wait when err is a WaitError.

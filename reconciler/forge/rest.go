@@ -28,7 +28,7 @@ func (p *restPoster) Post(ctx context.Context, s Status) (Posted, error) {
 	var out struct {
 		ID int64 `json:"id"`
 	}
-	err = p.do(ctx, endpoint, body, &out)
+	err = p.do(ctx, http.MethodPost, endpoint, body, &out)
 	p.c.Metrics.observe(p.c.Type, err)
 	if err != nil {
 		return Posted{}, err
@@ -68,16 +68,23 @@ func gitLabState(s State) string {
 	return string(s)
 }
 
-func (p *restPoster) do(ctx context.Context, endpoint string, body any, out any) error {
-	data, err := json.Marshal(body)
-	if err != nil {
-		return err
+// do sends one request; a nil body sends none.
+func (p *restPoster) do(ctx context.Context, method, endpoint string, body any, out any) error {
+	var data io.Reader = http.NoBody
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		data = bytes.NewReader(raw)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(data))
+	req, err := http.NewRequestWithContext(ctx, method, endpoint, data)
 	if err != nil {
 		return &ConfigError{Msg: "invalid API URL"}
 	}
-	req.Header.Set("Content-Type", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	req.Header.Set("Accept", "application/json")
 	if p.c.Type == GitLab {
 		req.Header.Set("PRIVATE-TOKEN", p.c.Token)

@@ -50,6 +50,7 @@ type Server struct {
 	calls []Call
 	fails []Failure
 	count map[string]int
+	reads int
 }
 
 // New starts a server speaking t's API that accepts token.
@@ -59,7 +60,7 @@ func New(t forge.Type, token string) *Server {
 	return s
 }
 
-// FailNext makes the next n posts answer f.
+// FailNext makes the next n requests (posts and reads) answer f.
 func (s *Server) FailNext(n int, f Failure) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -73,6 +74,13 @@ func (s *Server) Calls() []Call {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Call(nil), s.calls...)
+}
+
+// Reads counts the reads of a commit's statuses or check runs.
+func (s *Server) Reads() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.reads
 }
 
 // Accepted returns the posts the server accepted.
@@ -106,6 +114,9 @@ func (s *Server) authorized(r *http.Request) bool {
 // installation token and check run endpoints.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.App != nil && s.serveApp(w, r) {
+		return
+	}
+	if r.Method == http.MethodGet && s.serveRead(w, r) {
 		return
 	}
 	m := paths[s.Type].FindStringSubmatch(r.URL.EscapedPath())

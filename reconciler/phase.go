@@ -28,6 +28,7 @@ type Progress struct {
 	Phase    taugridv1.RunPhase
 	Message  string
 	Admitted bool
+	Held     bool // admitted, and something keeps its pods from starting
 }
 
 // DeriveProgress decides a run's phase from its workload and Kueue's
@@ -43,7 +44,8 @@ func DeriveProgress(o Observed) Progress {
 	if running(o) {
 		return Progress{Phase: taugridv1.PhaseRunning, Message: "running", Admitted: true}
 	}
-	return Progress{Phase: taugridv1.PhaseAdmitted, Message: startingMessage(o), Admitted: true}
+	msg, held := startingMessage(o)
+	return Progress{Phase: taugridv1.PhaseAdmitted, Message: msg, Admitted: true, Held: held}
 }
 
 // Advance keeps a run from going back from Running to Admitted: between its

@@ -106,8 +106,8 @@ func TestDeriveProgress(t *testing.T) {
 		"an admitted Job whose active pod is Pending is not running": {
 			obs: Observed{Job: runningJob(), Workload: workload(cond(kueue.WorkloadAdmitted, metav1.ConditionTrue, "")),
 				Pods: []corev1.Pod{unschedulablePod("j-0", "", "0/2 nodes are available: 2 Insufficient nvidia.com/gpu.")}},
-			want: Progress{Phase: taugridv1.PhaseAdmitted, Admitted: true,
-				Message: "admitted, not starting: pod j-0 (needs 8 nvidia.com/gpu, 16 cpu, 128Gi memory) fits no node: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu."},
+			want: Progress{Phase: taugridv1.PhaseAdmitted, Admitted: true, Held: true,
+				Message: "admitted, not starting: no node fits the pod: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu; pod j-0 needs 8 nvidia.com/gpu, 16 cpu, 128Gi memory"},
 		},
 		"a complete Job succeeded": {
 			obs:  Observed{Job: finishedJob(batchv1.JobComplete, "", ""), Workload: workload(cond(kueue.WorkloadFinished, metav1.ConditionTrue, ""))},
@@ -130,8 +130,8 @@ func TestDeriveProgress(t *testing.T) {
 			obs: Observed{RayJob: rayJobWith(2, rayv1.JobDeploymentStatusRunning), Workload: workload(cond(kueue.WorkloadAdmitted, metav1.ConditionTrue, "")),
 				Pods: []corev1.Pod{runningPod("r-head", "head"), runningPod("r-w1", "worker"),
 					unschedulablePod("r-w2", "worker", "0/4 nodes are available: 1 Insufficient cpu, 1 Insufficient nvidia.com/gpu, 2 Insufficient memory.")}},
-			want: Progress{Phase: taugridv1.PhaseAdmitted, Admitted: true,
-				Message: "admitted, not starting: pod r-w2 (needs 8 nvidia.com/gpu, 16 cpu, 128Gi memory) fits no node: 0/4 nodes are available: 1 Insufficient cpu, 1 Insufficient nvidia.com/gpu, 2 Insufficient memory."},
+			want: Progress{Phase: taugridv1.PhaseAdmitted, Admitted: true, Held: true,
+				Message: "admitted, not starting: no node fits a Ray worker: 0/4 nodes are available: 1 Insufficient cpu, 1 Insufficient nvidia.com/gpu, 2 Insufficient memory; pod r-w2 needs 8 nvidia.com/gpu, 16 cpu, 128Gi memory"},
 		},
 		"a RayJob whose Ray job succeeded succeeded": {
 			obs:  Observed{RayJob: &rayv1.RayJob{Status: rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusComplete, JobStatus: rayv1.JobStatusSucceeded}}},

@@ -389,6 +389,7 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 		r.Recorder.Eventf(run, nil, eventType(p.Phase), string(p.Phase), "Progress", "%s", p.Message)
 	}
 	r.setPhase(run, p.Phase, p.Message)
+	r.setPodsRunning(run, p)
 	if p.Phase.Final() {
 		status := metav1.ConditionTrue
 		if p.Phase != taugridv1.PhaseSucceeded {
@@ -608,6 +609,21 @@ func (r *RunReconciler) setPhase(run *taugridv1.TauRun, phase taugridv1.RunPhase
 	run.Status.Phases = append(run.Status.Phases, taugridv1.PhaseTransition{Phase: phase, Time: metav1.NewTime(r.Clock.Now())})
 	if !phase.Final() {
 		r.setCondition(run, taugridv1.ConditionReconciling, metav1.ConditionTrue, string(phase), msg)
+	}
+}
+
+// setPodsRunning says whether the attempt's pods run, and while admitted
+// why not: on their way, or held.
+func (r *RunReconciler) setPodsRunning(run *taugridv1.TauRun, p Progress) {
+	switch {
+	case p.Phase == taugridv1.PhaseRunning:
+		r.setCondition(run, taugridv1.ConditionPodsRunning, metav1.ConditionTrue, taugridv1.ReasonPodsRunning, "every pod of the attempt runs")
+	case p.Phase == taugridv1.PhaseAdmitted && p.Held:
+		r.setCondition(run, taugridv1.ConditionPodsRunning, metav1.ConditionFalse, taugridv1.ReasonPodsNotStarting, p.Message)
+	case p.Phase == taugridv1.PhaseAdmitted:
+		r.setCondition(run, taugridv1.ConditionPodsRunning, metav1.ConditionFalse, taugridv1.ReasonPodsStarting, p.Message)
+	default:
+		apimeta.RemoveStatusCondition(&run.Status.Conditions, taugridv1.ConditionPodsRunning)
 	}
 }
 

@@ -89,12 +89,19 @@ func podRunning(p *corev1.Pod) bool {
 // startingMessage says, in the pods' own terms, what an admitted attempt
 // that does not run yet is waiting for: a pod no node fits (with what it
 // asks for and the scheduler's words), an image that does not pull, an
-// init container or a container that fails, or else how far the pods are.
-func startingMessage(o Observed) string {
+// init container or a container that fails (held), or else how far the
+// pods are.
+func startingMessage(o Observed) (msg string, held bool) {
 	pods := entrypointPods(o)
 	if _, reason, ok := startFailure(pods); ok {
-		return "admitted, not starting: " + reason
+		return "admitted, not starting: " + reason, true
 	}
+	return startingProgress(o, pods), false
+}
+
+// startingProgress says how far the pods of an admitted attempt that
+// nothing holds have come.
+func startingProgress(o Observed, pods []corev1.Pod) string {
 	want := wantedPods(o)
 	if len(pods) == 0 {
 		if o.RayJob != nil {
@@ -165,7 +172,7 @@ func startFailure(pods []corev1.Pod) (FailureClass, string, bool) {
 		p := &pods[i]
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-				return FailureInfrastructure, fmt.Sprintf("pod %s (%s) fits no node: %s", p.Name, podRequests(p), c.Message), true
+				return FailureInfrastructure, fmt.Sprintf("no node fits %s: %s; pod %s %s", podRole(p), schedulerReason(c.Message), p.Name, podRequests(p)), true
 			}
 		}
 	}
@@ -194,6 +201,29 @@ func containerFailure(p *corev1.Pod) (FailureClass, string, bool) {
 		}
 	}
 	return "", "", false
+}
+
+// podRole names what a pod is to the run: the Ray head or a Ray worker, a
+// rank of a multi-node Job, or the pod.
+func podRole(p *corev1.Pod) string {
+	switch p.Labels[rayNodeType] {
+	case "head":
+		return "the Ray head"
+	case "worker":
+		return "a Ray worker"
+	}
+	if i, ok := p.Annotations["batch.kubernetes.io/job-completion-index"]; ok {
+		return "rank " + i
+	}
+	return "the pod"
+}
+
+// schedulerReason is the scheduler's verdict on the nodes ("0/2 nodes are
+// available: 2 Insufficient nvidia.com/gpu"), without what it says of
+// preemption, which is Kueue's business here.
+func schedulerReason(msg string) string {
+	msg, _, _ = strings.Cut(msg, " preemption:")
+	return strings.TrimSuffix(strings.TrimSpace(msg), ".")
 }
 
 // podRequests is what a pod asks of a node, accelerators first:

@@ -82,14 +82,14 @@ func TestAnAdmittedRunThatFitsNoNodeSaysWhyAndRunsOnceANodeFits(t *testing.T) {
 	run := f.runOf(t, "refs/tau/runs/big")
 	waitFor(t, 60*time.Second, "the run to say its pod fits no node", func() bool {
 		run = getRun(t, f.ns, run.Name)
-		return run.Status.Phase == taugridv1.PhaseAdmitted && strings.Contains(run.Status.Message, "fits no node")
+		return run.Status.Phase == taugridv1.PhaseAdmitted && strings.Contains(run.Status.Message, "no node fits")
 	})
 	explained := time.Since(phaseTime(run, taugridv1.PhaseAdmitted))
 	t.Logf("admitted to explained: %s; %q", explained.Round(time.Millisecond), run.Status.Message)
 	if explained > 30*time.Second {
 		t.Errorf("the run explained itself %s after admission, want within 30s", explained)
 	}
-	for _, want := range []string{"needs 1 nvidia.com/gpu, 8 cpu, 32Gi memory", "Insufficient memory"} {
+	for _, want := range []string{"no node fits the pod: 0/1 nodes are available: 1 Insufficient memory; pod ", "needs 1 nvidia.com/gpu, 8 cpu, 32Gi memory"} {
 		if !strings.Contains(run.Status.Message, want) {
 			t.Errorf("the run's message lacks %q: %q", want, run.Status.Message)
 		}
@@ -207,10 +207,10 @@ func TestARayRunWhoseWorkerFitsNoNodeSaysSoAndRunsWhenEveryPodRuns(t *testing.T)
 	run := f.runOf(t, "refs/tau/runs/ray")
 	waitFor(t, 90*time.Second, "the Ray run to say a worker fits no node", func() bool {
 		run = getRun(t, f.ns, run.Name)
-		return strings.Contains(run.Status.Message, "fits no node")
+		return strings.Contains(run.Status.Message, "no node fits")
 	})
 	t.Logf("%s: %q", run.Status.Phase, run.Status.Message)
-	for _, want := range []string{"worker", "needs 8 nvidia.com/gpu, 48 cpu, 512Gi memory", "Insufficient nvidia.com/gpu"} {
+	for _, want := range []string{"no node fits a Ray worker: 0/1 nodes are available: 1 Insufficient nvidia.com/gpu; pod ", "-gpu-worker-", "needs 8 nvidia.com/gpu, 48 cpu, 512Gi memory"} {
 		if !strings.Contains(run.Status.Message, want) {
 			t.Errorf("the run's message lacks %q: %q", want, run.Status.Message)
 		}

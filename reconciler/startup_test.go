@@ -91,7 +91,7 @@ func TestStartingMessageSaysWhatThePodsWaitFor(t *testing.T) {
 			if running(tc.obs) {
 				t.Fatalf("running(%s) = true, want false", name)
 			}
-			if got := startingMessage(tc.obs); got != tc.want {
+			if got, _ := startingMessage(tc.obs); got != tc.want {
 				t.Errorf("startingMessage:\n got %q\nwant %q", got, tc.want)
 			}
 		})

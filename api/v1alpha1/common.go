@@ -10,6 +10,20 @@ const (
 	// ConditionStalled is True when progress needs a human: an invalid
 	// config, a policy violation, a missing secret.
 	ConditionStalled = "Stalled"
+	// ConditionPodsRunning, on a TauRun, is True while every pod the
+	// current attempt needs runs its entrypoint. While an admitted attempt
+	// is not there yet its reason says whether the pods are on their way
+	// (ReasonPodsStarting) or held (ReasonPodsNotStarting: no node fits,
+	// an image does not pull, a container fails), and its message says
+	// which pod and why.
+	ConditionPodsRunning = "PodsRunning"
+)
+
+// Reasons of ConditionPodsRunning.
+const (
+	ReasonPodsRunning     = "Running"
+	ReasonPodsStarting    = "Starting"
+	ReasonPodsNotStarting = "NotStarting"
 )
 
 // GitSource says where a git repository is and how to reach it.

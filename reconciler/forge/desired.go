@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"k8s.io/apimachinery/pkg/api/meta"
 )
 
 // Desired is the commit status a run should show now: its context, state,
@@ -71,6 +72,11 @@ func describe(run *taugridv1.TauRun) (State, string) {
 		}
 		return StatePending, msg
 	case taugridv1.PhaseAdmitted:
+		// Pods on their way show the generic line, so a count going up
+		// posts nothing; the first sign they are held replaces it at once.
+		if c := meta.FindStatusCondition(run.Status.Conditions, taugridv1.ConditionPodsRunning); c != nil && c.Reason == taugridv1.ReasonPodsNotStarting && msg != "" {
+			return StatePending, msg
+		}
 		return StateRunning, generic(run)
 	case taugridv1.PhaseRunning:
 		return StateRunning, "running"

@@ -29,6 +29,13 @@ func inQueue(queue, reason string) func(*taugridv1.TauRun) {
 	}
 }
 
+// withPods sets the run's PodsRunning condition, False with reason.
+func withPods(reason string) func(*taugridv1.TauRun) {
+	return func(r *taugridv1.TauRun) {
+		r.Status.Conditions = append(r.Status.Conditions, metav1.Condition{Type: taugridv1.ConditionPodsRunning, Status: metav1.ConditionFalse, Reason: reason})
+	}
+}
+
 func withMessage(m string) func(*taugridv1.TauRun) {
 	return func(r *taugridv1.TauRun) { r.Status.Message = m }
 }
@@ -55,6 +62,15 @@ func TestDesiredStatusSpeaksTheResearchersLanguage(t *testing.T) {
 			run: aRun(taugridv1.PhaseQueued, inQueue("runs", ""), withMessage("submitted to queue runs")), state: forge.StatePending, desc: "queued in runs", generic: "queued in runs"},
 		"an admitted run is starting": {
 			run: aRun(taugridv1.PhaseAdmitted, inQueue("runs", "")), state: forge.StateRunning, desc: "admitted in runs: starting",
+			generic: "admitted in runs: starting"},
+		"an admitted run whose pods are on their way shows the generic line, not each count": {
+			run: aRun(taugridv1.PhaseAdmitted, inQueue("runs", ""), withMessage("admitted, starting: 1 of 2 pods running (1 starting containers)"),
+				withPods(taugridv1.ReasonPodsStarting)),
+			state: forge.StateRunning, desc: "admitted in runs: starting", generic: "admitted in runs: starting"},
+		"an admitted run whose pod fits no node says so and is not running": {
+			run: aRun(taugridv1.PhaseAdmitted, inQueue("runs", ""), withPods(taugridv1.ReasonPodsNotStarting),
+				withMessage("admitted, not starting: no node fits a Ray worker: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu; pod p-0 needs 8 nvidia.com/gpu")),
+			state: forge.StatePending, desc: "admitted, not starting: no node fits a Ray worker: 0/2 nodes are available: 2 Insufficient nvidia.com/gpu; pod p-0 needs 8 nvidia.com/gpu",
 			generic: "admitted in runs: starting"},
 		"a running run is running": {
 			run: aRun(taugridv1.PhaseRunning, inQueue("runs", "")), state: forge.StateRunning, desc: "running"},

@@ -94,6 +94,7 @@ type SourceArchiver interface {
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups=ray.io,resources=rayjobs,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=create
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch;delete
@@ -251,9 +252,42 @@ func (r *RunReconciler) plan(ctx context.Context, run *taugridv1.TauRun, attempt
 	if tenant == nil {
 		return nil, &render.FieldError{File: file, Line: 1, Col: 1, Msg: fmt.Sprintf("namespace %s is no tenant's in the platform policy", run.Namespace)}
 	}
+	protected, err := r.credentialSecrets(ctx, run.Namespace)
+	if err != nil {
+		return nil, err
+	}
 	run.Status.TauFile, run.Status.ConfigDigest = file, rc.Digest
 	run.Status.PolicyCommit, run.Status.PolicyDigest = commit, pol.Digest
-	return render.Resolve(rc, pol, tenant.Name, attemptRun(run, attempt, commit))
+	meta := attemptRun(run, attempt, commit)
+	meta.ProtectedSecrets = protected
+	return render.Resolve(rc, pol, tenant.Name, meta)
+}
+
+// credentialSecrets are the Secrets of a namespace that TauGrid reads for
+// its repositories (git credentials, forge tokens and App keys, webhook
+// secrets, allowed signers): no run's env_secret may name one.
+func (r *RunReconciler) credentialSecrets(ctx context.Context, ns string) ([]string, error) {
+	var repos taugridv1.TauRepositoryList
+	if err := r.List(ctx, &repos, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, repo := range repos.Items {
+		s := repo.Spec
+		if s.GitSource.SecretRef != nil {
+			names = append(names, s.GitSource.SecretRef.Name)
+		}
+		if s.Webhook != nil {
+			names = append(names, s.Webhook.SecretRef.Name)
+		}
+		if s.Forge != nil {
+			names = append(names, s.Forge.SecretRef.Name)
+		}
+		if s.Verification != nil {
+			names = append(names, s.Verification.SecretRef.Name)
+		}
+	}
+	return names, nil
 }
 
 // attemptRun is what render needs to know of one attempt of a run: the

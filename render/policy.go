@@ -13,6 +13,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -49,6 +50,12 @@ type Tenant struct {
 	PVCs []string `json:"pvcs,omitempty"`
 	// ServiceAccount runs the tenant's pods; empty means the namespace default.
 	ServiceAccount string `json:"service_account,omitempty"`
+	// Secrets the tenant's runs may read through runtime.env_secret: names
+	// or path.Match globs of Secrets in its namespace. Empty means none.
+	Secrets []string `json:"secrets,omitempty"`
+	// Priorities the tenant's runs may ask for, by name; empty means only
+	// the policy's default priority.
+	Priorities []string `json:"priorities,omitempty"`
 }
 
 // Profile is a class of machine a run can ask for.
@@ -68,8 +75,12 @@ type Profile struct {
 	// MaxNodes caps the pods (nodes or Ray workers) of one run.
 	MaxNodes int `json:"max_nodes"`
 	// Engines the profile allows; empty means both.
-	Engines  []Engine        `json:"engines,omitempty"`
-	Defaults ProfileDefaults `json:"defaults"`
+	Engines []Engine `json:"engines,omitempty"`
+	// AllowIngressFrom are the peers, besides the run's own pods, that may
+	// connect to the profile's pods (a metrics scraper's namespace, say);
+	// every run's pods are fenced by a NetworkPolicy.
+	AllowIngressFrom []networkingv1.NetworkPolicyPeer `json:"allow_ingress_from,omitempty"`
+	Defaults         ProfileDefaults                  `json:"defaults"`
 }
 
 // ProfileDefaults fill what a tau file leaves out.

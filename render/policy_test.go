@@ -158,3 +158,40 @@ func TestProfilePodAnnotationsGoOnEveryPod(t *testing.T) {
 		}
 	}
 }
+
+// A tenant asks only for the default priority and those the platform
+// gives it; another tenant's are refused with the list it may use.
+func TestATenantPicksOnlyThePrioritiesItIsGiven(t *testing.T) {
+	pol := examplePolicy(t)
+	tests := map[string]struct {
+		tenant, priority string
+		want             string // the class, or the error
+	}{
+		"the default, unnamed":        {"team-b", "", "tau-normal"},
+		"the default, named":          {"team-b", "normal", "tau-normal"},
+		"one the tenant is given":     {"team-a", "high", "tau-high"},
+		"one given to another tenant": {"team-b", "high", `tau.yaml:12:13: policy.priority: priority "high" is not one tenant team-b may use; it may use low, normal (tenants[].priorities in the platform repo)`},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			file := "schema_version: 1\nentrypoint: train.py\nruntime:\n  image: python:3.12-slim\ncompute:\n  cpu: \"2\"\npolicy:\n  profile: cpu\n"
+			if tc.priority != "" {
+				file += "\n\n\n  priority: " + tc.priority + "\n"
+			}
+			rc, err := LoadConfig("tau.yaml", []byte(file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			plan, err := Resolve(rc, pol, tc.tenant, testRun)
+			got := ""
+			if err != nil {
+				got = err.Error()
+			} else {
+				got = plan.PriorityClass
+			}
+			if got != tc.want {
+				t.Errorf("got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -55,16 +55,16 @@ const (
 
 // Render turns a resolved plan into the objects one attempt submits: a
 // suspended Job (plus a headless Service for multi-node torchrun) or a
-// suspended RayJob, the workload always first. The same plan always gives
-// the same objects.
+// suspended RayJob, the workload always first, and the NetworkPolicy that
+// fences the run's pods. The same plan always gives the same objects.
 func Render(p *Plan) []client.Object {
 	switch {
 	case p.Engine == EngineRayJob:
-		return []client.Object{rayJob(p)}
+		return []client.Object{rayJob(p), networkPolicy(p)}
 	case p.Nodes > 1:
-		return []client.Object{job(p), headlessService(p)}
+		return []client.Object{job(p), headlessService(p), networkPolicy(p)}
 	default:
-		return []client.Object{job(p)}
+		return []client.Object{job(p), networkPolicy(p)}
 	}
 }
 

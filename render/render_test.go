@@ -10,6 +10,9 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -55,10 +58,47 @@ func checkInvariants(t *testing.T, objs []client.Object) {
 			if _, ok := l[LabelQueueName]; ok {
 				t.Error("the Service carries a queue label; only workloads go through Kueue")
 			}
+		case *networkingv1.NetworkPolicy:
+			checkFenced(t, w, objs[0])
 		default:
 			t.Errorf("unexpected object %T", o)
 		}
 	}
+}
+
+// checkFenced: the policy selects every pod of the workload, and lets in
+// only pods of the same run (the example profiles add no peers).
+func checkFenced(t *testing.T, np *networkingv1.NetworkPolicy, workload client.Object) {
+	t.Helper()
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tmpl := range podTemplates(workload) {
+		if !sel.Matches(labels.Set(tmpl.Labels)) {
+			t.Errorf("the NetworkPolicy %s does not select pod labels %v", np.Name, tmpl.Labels)
+		}
+	}
+	want := []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{
+		{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelRun: workload.GetLabels()[LabelRun]}}}}}}
+	if diff := cmp.Diff(want, np.Spec.Ingress); diff != "" || !slices.Equal(np.Spec.PolicyTypes, []networkingv1.PolicyType{networkingv1.PolicyTypeIngress}) {
+		t.Errorf("the NetworkPolicy lets in more than the run's own pods (-want +got):\n%s", diff)
+	}
+}
+
+// podTemplates are the pod templates of a Job or RayJob.
+func podTemplates(o client.Object) []corev1.PodTemplateSpec {
+	switch w := o.(type) {
+	case *batchv1.Job:
+		return []corev1.PodTemplateSpec{w.Spec.Template}
+	case *rayv1.RayJob:
+		ts := []corev1.PodTemplateSpec{w.Spec.RayClusterSpec.HeadGroupSpec.Template, *w.Spec.SubmitterPodTemplate}
+		for _, g := range w.Spec.RayClusterSpec.WorkerGroupSpecs {
+			ts = append(ts, g.Template)
+		}
+		return ts
+	}
+	return nil
 }
 
 func checkQueued(t *testing.T, o client.Object) {

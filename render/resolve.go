@@ -2,6 +2,8 @@ package render
 
 import (
 	"fmt"
+	"maps"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -37,6 +39,9 @@ type Run struct {
 	// Source is the archive the pod fetches the commit's tree from; nil
 	// renders no fetch step (offline rendering).
 	Source *SourceArchive
+	// ProtectedSecrets are the Secrets of the run's namespace that hold the
+	// repository's credentials (git, forge, webhook): no run may read them.
+	ProtectedSecrets []string
 }
 
 // SourceArchive is a content-addressed archive of a commit's tree, served by
@@ -133,7 +138,8 @@ func Resolve(rc *RunConfig, pol *Policy, tenant string, run Run) (*Plan, error) 
 		PolicyDigest: pol.Digest, Security: pol.Security, TTL: pol.Limits.TTLAfterFinished.Duration}
 	p.Profile = resolveProfile(c, pol, t, cfg)
 	p.Queue = resolveQueue(c, t, cfg.Policy.Queue)
-	p.PriorityClass = resolvePriority(c, pol, cfg.Policy.Priority)
+	p.PriorityClass = resolvePriority(c, pol, t, cfg.Policy.Priority)
+	checkSecrets(c, t, run.ProtectedSecrets, cfg.Runtime.EnvSecret)
 	checkImage(c, &pol.Images, rc.Image)
 	checkStorage(c, t, &cfg.Storage)
 	checkLimits(c, &pol.Limits, cfg, p)
@@ -191,9 +197,16 @@ func resolveQueue(c *checker, t *Tenant, queue string) string {
 	return queue
 }
 
-func resolvePriority(c *checker, pol *Policy, name string) string {
+func resolvePriority(c *checker, pol *Policy, t *Tenant, name string) string {
 	for _, pr := range pol.Priorities {
-		if (name == "" && pr.Default) || (name != "" && pr.Name == name) {
+		switch {
+		case name == "" && pr.Default:
+			return pr.Class
+		case name != "" && pr.Name == name:
+			if !pr.Default && !slices.Contains(t.Priorities, pr.Name) {
+				c.errorf("policy.priority", "priority %q is not one tenant %s may use; it may use %s (tenants[].priorities in the platform repo)",
+					name, t.Name, strings.Join(allowedPriorities(pol, t), ", "))
+			}
 			return pr.Class
 		}
 	}
@@ -207,7 +220,34 @@ func resolvePriority(c *checker, pol *Policy, name string) string {
 	return ""
 }
 
-// checkImage applies the allow-list to a fully qualified image name.
+// allowedPriorities are the priority names a tenant may ask for: the
+// default and those the tenant lists.
+func allowedPriorities(pol *Policy, t *Tenant) []string {
+	var names []string
+	for _, pr := range pol.Priorities {
+		if pr.Default || slices.Contains(t.Priorities, pr.Name) {
+			names = append(names, pr.Name)
+		}
+	}
+	return names
+}
+
+// checkSecrets lets runtime.env_secret name only the Secrets the platform
+// lets the tenant's runs read, and never the repository's own credentials
+// (git, forge, webhook), whatever the tenant's list says.
+func checkSecrets(c *checker, t *Tenant, protected []string, env map[string]string) {
+	for _, name := range slices.Sorted(maps.Keys(env)) {
+		secret, _, _ := strings.Cut(env[name], ":")
+		field := "runtime.env_secret." + name
+		switch {
+		case slices.Contains(protected, secret):
+			c.errorf(field, "Secret %q holds this repository's credentials; runs may never read it", secret)
+		case !slices.ContainsFunc(t.Secrets, func(glob string) bool { ok, _ := path.Match(glob, secret); return ok }):
+			c.errorf(field, "Secret %q is not one tenant %s's runs may read (tenants[].secrets in the platform repo)", secret, t.Name)
+		}
+	}
+}
+
 func resolveRetry(r *Resilience) RetryPolicy {
 	rp := RetryPolicy{MaxRetries: r.MaxRetries, On: r.RetryOn, Initial: r.Backoff.Initial.Duration, Max: r.Backoff.Max.Duration}
 	if len(rp.On) == 0 {

@@ -330,7 +330,21 @@ func (c *checker) envName(path, name string) {
 		c.keyErrorf(path, "invalid environment variable name %q: use letters, digits and '_', not starting with a digit", name)
 	case strings.HasPrefix(name, "TAU_"):
 		c.keyErrorf(path, "%q is reserved: TauGrid sets the TAU_* variables", name)
+	case deviceSelecting(name):
+		c.keyErrorf(path, "%q is reserved: it picks the node's devices, which the cluster assigns (set compute.gpus)", name)
 	}
+}
+
+// deviceSelecting are the variables container runtimes and device plugins
+// read to pick a node's accelerators: NVIDIA_VISIBLE_DEVICES=all in a pod
+// run by the NVIDIA runtime would see every GPU of the node, not only those
+// the scheduler gave it.
+func deviceSelecting(name string) bool {
+	switch name {
+	case "CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "AMD_VISIBLE_DEVICES", "GPU_DEVICE_ORDINAL", "HABANA_VISIBLE_DEVICES":
+		return true
+	}
+	return strings.HasPrefix(name, "NVIDIA_")
 }
 
 // relPath checks a path inside the repository or the data volume: relative,

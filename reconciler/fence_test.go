@@ -1,0 +1,96 @@
+package reconciler
+
+import (
+	"context"
+	"testing"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/render"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// From the attacker's side: tenant B's pods, and tenant A's other runs,
+// cannot connect to tenant A's Ray cluster. The API server stores the
+// policy; a network plugin enforces it, so the test checks the object the
+// plugin would read: whom it selects and whom it lets in.
+func TestARayRunsPodsLetInOnlyTheirOwnRun(t *testing.T) {
+	a := newRunFixture(t, "nf1")
+	a.research.runRef("ray", "target: ray\n")
+	a.research.runRef("other", "target: default\n")
+	a.poll(t)
+	ray, other := a.runOf(t, "refs/tau/runs/ray"), a.runOf(t, "refs/tau/runs/other")
+	a.reconcileRun(t, ray.Name, taugridv1.PhaseQueued)
+	a.reconcileRun(t, other.Name, taugridv1.PhaseQueued)
+
+	rj := &rayv1.RayJob{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: a.ns, Name: render.WorkloadName(ray.Name, 1)}, rj); err != nil {
+		t.Fatal(err)
+	}
+	np := &networkingv1.NetworkPolicy{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: a.ns, Name: render.WorkloadName(ray.Name, 1)}, np); err != nil {
+		t.Fatalf("the Ray run has no NetworkPolicy: %v", err)
+	}
+	if !metav1.IsControlledBy(np, ray) {
+		t.Errorf("the NetworkPolicy is not owned by its run, so it would outlive it")
+	}
+	own := []labels.Set{rj.Spec.RayClusterSpec.HeadGroupSpec.Template.Labels, rj.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Labels,
+		rj.Spec.SubmitterPodTemplate.Labels}
+	for _, l := range own {
+		if !selects(t, np.Spec.PodSelector, l) {
+			t.Errorf("the policy does not fence a Ray pod labelled %v", l)
+		}
+		if !admits(t, np, a.ns, l) {
+			t.Errorf("the policy shuts out the run's own pod %v", l)
+		}
+	}
+	// Pods of tenant B (labelled like a run of theirs, even claiming this
+	// run's labels) and of tenant A's other run.
+	strangers := map[string]struct {
+		ns     string
+		labels labels.Set
+	}{
+		"tenant B's run":                       {"nf1-b", labels.Set{render.LabelRun: "research-ray-x", render.LabelManagedBy: render.ManagedBy}},
+		"tenant B's pod with this run's label": {"nf1-b", labels.Set{render.LabelRun: ray.Name, render.LabelManagedBy: render.ManagedBy}},
+		"tenant A's other run":                 {a.ns, labels.Set{render.LabelRun: other.Name, render.LabelManagedBy: render.ManagedBy}},
+		"an unlabelled pod of tenant A":        {a.ns, labels.Set{}},
+	}
+	for name, s := range strangers {
+		if admits(t, np, s.ns, s.labels) {
+			t.Errorf("%s can connect to the Ray cluster", name)
+		}
+	}
+}
+
+func selects(t *testing.T, sel metav1.LabelSelector, l labels.Set) bool {
+	t.Helper()
+	s, err := metav1.LabelSelectorAsSelector(&sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Matches(l)
+}
+
+// admits evaluates an ingress policy's peers for a pod in ns with labels l,
+// as a network plugin does: a podSelector alone means the policy's own
+// namespace; namespaceSelectors are matched against the namespace's name
+// label only (enough for the policies TauGrid renders).
+func admits(t *testing.T, np *networkingv1.NetworkPolicy, ns string, l labels.Set) bool {
+	t.Helper()
+	nsLabels := labels.Set{corev1.LabelMetadataName: ns}
+	for _, rule := range np.Spec.Ingress {
+		for _, peer := range rule.From {
+			nsOK := peer.NamespaceSelector == nil && ns == np.Namespace ||
+				peer.NamespaceSelector != nil && selects(t, *peer.NamespaceSelector, nsLabels)
+			podOK := peer.PodSelector == nil || selects(t, *peer.PodSelector, l)
+			if peer.IPBlock == nil && nsOK && podOK {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -22,6 +22,10 @@ var kwokStages []byte
 // kwokNodeAnnotation marks the nodes kwok plays the kubelet of.
 const kwokNodeAnnotation = "kwok.x-k8s.io/node"
 
+// GPUProductLabel is the label NVIDIA's GPU feature discovery puts on GPU
+// nodes, which the example platform's h200 ResourceFlavor selects.
+const GPUProductLabel = "nvidia.com/gpu.product"
+
 // Controllers of kube-controller-manager the test cluster runs: Jobs make
 // their pods, owned objects go with their owner, finished Jobs expire, and
 // a node is schedulable once Ready (the not-ready taint a new node carries
@@ -105,7 +109,7 @@ func GPUNode(name string) *corev1.Node {
 				"kubernetes.io/hostname": name,
 				"kubernetes.io/os":       "linux",
 				"kubernetes.io/arch":     "amd64",
-				"nvidia.com/gpu.product": "NVIDIA-H200",
+				GPUProductLabel:          "NVIDIA-H200",
 				"nvidia.com/gpu.count":   "8",
 			},
 		},

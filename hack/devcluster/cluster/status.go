@@ -79,7 +79,7 @@ func (c *Cluster) Status(ctx context.Context) Status {
 
 func readyGPUNodes(ctx context.Context, cl client.Client) int {
 	var nodes corev1.NodeList
-	if err := cl.List(ctx, &nodes, client.HasLabels{gpuProductLabel}); err != nil {
+	if err := cl.List(ctx, &nodes, client.HasLabels{controlplane.GPUProductLabel}); err != nil {
 		return 0
 	}
 	n := 0

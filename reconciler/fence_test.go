@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -93,4 +94,38 @@ func admits(t *testing.T, np *networkingv1.NetworkPolicy, ns string, l labels.Se
 		}
 	}
 	return false
+}
+
+// From the attacker's side: a push that names the repository's own
+// webhook secret, or another team's Secret, in env_secret submits nothing
+// and says which field and why.
+func TestARunCannotReadTheRepositorysCredentialsOrUnlistedSecrets(t *testing.T) {
+	f := newRunFixture(t, "nf2")
+	ctx := context.Background()
+	patch := client.MergeFrom(f.repo.DeepCopy())
+	f.repo.Spec.Webhook = &taugridv1.Webhook{SecretRef: taugridv1.LocalObjectReference{Name: "wandb-hook"}}
+	if err := k8s.Patch(ctx, f.repo, patch); err != nil {
+		t.Fatal(err)
+	}
+	steal := func(secret string) string {
+		return "schema_version: 1\nentrypoint: train.py\nruntime:\n  image: python:3.12-slim\n  env_secret:\n    LOOT: " + secret + ":token\n"
+	}
+	f.research.write("tau/hook.yaml", steal("wandb-hook"))
+	f.research.write("tau/other.yaml", steal("nf2-b-token"))
+	f.research.commit("steal")
+	f.research.runRef("hook", "target: hook\n")
+	f.research.runRef("other", "target: other\n")
+	f.poll(t)
+	for ref, want := range map[string]string{
+		"refs/tau/runs/hook":  `tau/hook.yaml:6:11: runtime.env_secret.LOOT: Secret "wandb-hook" holds this repository's credentials; runs may never read it`,
+		"refs/tau/runs/other": `tau/other.yaml:6:11: runtime.env_secret.LOOT: Secret "nf2-b-token" is not one tenant nf2-a's runs may read (tenants[].secrets in the platform repo)`,
+	} {
+		run := f.reconcileRun(t, f.runOf(t, ref).Name, taugridv1.PhaseFailed)
+		if !strings.Contains(run.Status.Message, want) {
+			t.Errorf("%s: %q, want %q", ref, run.Status.Message, want)
+		}
+		if run.Status.Workload != nil {
+			t.Errorf("%s submitted %s although it names a Secret it may not read", ref, run.Status.Workload.Name)
+		}
+	}
 }

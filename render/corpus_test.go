@@ -24,9 +24,6 @@ var testRun = Run{
 	Target:       "default",
 	Attempt:      1,
 	PolicyCommit: "9daeafb9864cf43055ae93beb0afd6c7d144bfa4",
-	// The repository's git credentials, named as the tenant's wandb-*
-	// Secrets are: listed or not, no run reads them.
-	ProtectedSecrets: []string{"wandb-git-credentials"},
 	Source: &SourceArchive{
 		URL:    "http://tau-controller.tau-system.svc:8080/source/research/4b825dc642cb6eb9a060e54bf8d69288fbee4904.tar.gz",
 		SHA256: "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",

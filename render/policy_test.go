@@ -195,3 +195,25 @@ func TestATenantPicksOnlyThePrioritiesItIsGiven(t *testing.T) {
 		})
 	}
 }
+
+// The Secrets TauGrid reads for the namespace's repositories are never a
+// run's, even where the tenant's list would match them.
+func TestARunNeverReadsItsRepositorysCredentials(t *testing.T) {
+	pol := examplePolicy(t)
+	file := "schema_version: 1\nentrypoint: train.py\nruntime:\n  image: python:3.12-slim\n  env_secret:\n    STOLEN: wandb-git-credentials:password\n    KEY: wandb-key:key\n"
+	rc, err := LoadConfig("tau.yaml", []byte(file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := testRun
+	run.ProtectedSecrets = []string{"wandb-git-credentials"}
+	_, err = Resolve(rc, pol, "team-a", run)
+	want := `tau.yaml:6:13: runtime.env_secret.STOLEN: Secret "wandb-git-credentials" holds this repository's credentials; runs may never read it`
+	if err == nil || err.Error() != want {
+		t.Fatalf("got %v\nwant %s", err, want)
+	}
+	run.ProtectedSecrets = nil
+	if _, err := Resolve(rc, pol, "team-a", run); err != nil {
+		t.Errorf("a Secret the tenant is given, not a repository's: %v", err)
+	}
+}

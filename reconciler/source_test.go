@@ -157,7 +157,6 @@ func TestSourceArchivesAreServedOnlyToTheirRunsInitContainer(t *testing.T) {
 	}
 }
 
-
 // TestSourceArchivesRefuseEveryOtherCredential is the attacker's side:
 // team b, its pods, tokens of the wrong audience or of no pod, pods of
 // another run, and the run's own pod once the run is final, get nothing.

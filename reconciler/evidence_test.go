@@ -429,3 +429,28 @@ func TestEvidenceNeedsTheTeamsTokenOrTheRunsLink(t *testing.T) {
 		}
 	}
 }
+
+// TestTheEvidenceLinkKeyIsCreatedOnceAndKept: the first start creates the
+// Secret; later starts, and a replica racing it, read the same key.
+func TestTheEvidenceLinkKeyIsCreatedOnceAndKept(t *testing.T) {
+	integration(t)
+	ctx := context.Background()
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "evkey-system"}}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := EvidenceLinkKey(ctx, k8s, "evkey-system", "tau-evidence-link-key")
+	if err != nil || len(first) < evidence.MinKeyBytes {
+		t.Fatalf("first start: %d bytes, %v", len(first), err)
+	}
+	again, err := EvidenceLinkKey(ctx, k8s, "evkey-system", "tau-evidence-link-key")
+	if err != nil || !bytes.Equal(first, again) {
+		t.Errorf("a restart read another key (%v): links signed before it would stop opening", err)
+	}
+	short := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "short", Namespace: "evkey-system"}, Data: map[string][]byte{EvidenceKeyField: []byte("weak")}}
+	if err := k8s.Create(ctx, short); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := EvidenceLinkKey(ctx, k8s, "evkey-system", "short"); err == nil || strings.Contains(err.Error(), "weak") {
+		t.Errorf("a 4-byte key: %v, want refused without showing it", err)
+	}
+}

@@ -66,7 +66,7 @@ func setupEvidence(mgr manager.Manager, cfg *rest.Config, git *gitsource.Client,
 		return nil, err
 	}
 	c := mgr.GetClient()
-	rec := &reconciler.EvidenceRecorder{Links: links,Client: c, APIReader: mgr.GetAPIReader(), Logs: reconciler.PodLogs{Pods: cs.CoreV1()},
+	rec := &reconciler.EvidenceRecorder{Links: links, Client: c, APIReader: mgr.GetAPIReader(), Logs: reconciler.PodLogs{Pods: cs.CoreV1()},
 		Files: &reconciler.GitFiles{Client: c, Git: git}, Policies: policies,
 		Sources: sources, Store: store, Clock: clock.RealClock{}, Recorder: mgr.GetEventRecorder("tau-evidence"), Metrics: metrics, URL: eo.url}
 	if retention != (evidence.Retention{}) {

@@ -99,7 +99,9 @@ func TestEvidenceVerifyRefusesWhatIsNoStore(t *testing.T) {
 // teamTokens is the runs API's token table: token to namespace.
 type teamTokens map[string]string
 
-func (m teamTokens) NamespaceOf(_ context.Context, token string) (string, error) { return m[token], nil }
+func (m teamTokens) NamespaceOf(_ context.Context, token string) (string, error) {
+	return m[token], nil
+}
 
 // TestEvidenceVerifyUsesTheTeamsTokenOrTheSignedLink: the evidence page
 // needs a credential; tau sends TAU_TOKEN, or carries the link's signature

@@ -58,7 +58,9 @@ type RunSource interface {
 	LiveRun(ctx context.Context, namespace, name string) (*Live, error)
 }
 
-// Server serves the evidence page of each run, read-only:
+// Server serves the evidence page of each run, read-only, to requests
+// that carry the run's signed link (see Links) or the team's API token
+// for its namespace; anything else gets 401 or 403 and no data:
 //
 //	GET /runs/<namespace>/<name>              HTML, or JSON for Accept: application/json
 //	GET /runs/<namespace>/<name>.json         the same data as JSON
@@ -70,6 +72,10 @@ type Server struct {
 	Runs RunSource
 	Now  func() time.Time
 	Log  logr.Logger
+	// Links checks signed links; nil accepts none.
+	Links *Links
+	// Tokens checks teams' API tokens; nil accepts none.
+	Tokens TokenNamespaces
 
 	cache sync.Map // Key -> *Loaded: sealed bundles never change
 	pages sync.Map // pageKey -> rendered page of a finished or gone run
@@ -85,9 +91,9 @@ var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
 // Handler routes the page's URLs.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /runs/{ns}/{name}", s.servePage)
-	mux.HandleFunc("GET /runs/{ns}/{name}/bundles/{file}", s.serveManifest)
-	mux.HandleFunc("GET /runs/{ns}/{name}/blobs/{digest}", s.serveBlob)
+	mux.HandleFunc("GET /runs/{ns}/{name}", s.guard(s.servePage))
+	mux.HandleFunc("GET /runs/{ns}/{name}/bundles/{file}", s.guard(s.serveManifest))
+	mux.HandleFunc("GET /runs/{ns}/{name}/blobs/{digest}", s.guard(s.serveBlob))
 	return securityHeaders(mux)
 }
 
@@ -100,7 +106,7 @@ func securityHeaders(h http.Handler) http.Handler {
 	})
 }
 
-func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
+func (s *Server) servePage(w http.ResponseWriter, r *http.Request, g grant) {
 	ns, name := r.PathValue("ns"), r.PathValue("name")
 	asJSON := strings.Contains(r.Header.Get("Accept"), "application/json")
 	if n, ok := strings.CutSuffix(name, ".json"); ok {
@@ -110,7 +116,7 @@ func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	body, err := s.page(r.Context(), ns, name, asJSON)
+	body, err := s.page(r.Context(), ns, name, asJSON, g.link)
 	switch {
 	case errors.Is(err, ErrNotFound):
 		http.Error(w, "no run "+ns+"/"+name+" and no evidence of one", http.StatusNotFound)
@@ -130,20 +136,22 @@ func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
 
 // page renders a run's page. The page of a finished or gone run only
 // changes with the run object or a new bundle, so it is rendered once per
-// (resource version, bundles).
-func (s *Server) page(ctx context.Context, ns, name string, asJSON bool) ([]byte, error) {
+// (resource version, bundles, link). The page's own links carry the
+// request's signed link, so a link's reader can open the bundles too.
+func (s *Server) page(ctx context.Context, ns, name string, asJSON bool, link string) ([]byte, error) {
 	live, bundles, err := s.gather(ctx, ns, name)
 	if err != nil {
 		return nil, err
 	}
 	key := ""
 	if live == nil || final(live.Run.Status.Phase) {
-		key = pageKey(ns, name, asJSON, live, bundles)
+		key = pageKey(ns, name, asJSON, live, bundles) + " " + link
 		if b, ok := s.pages.Load(key); ok {
 			return b.([]byte), nil
 		}
 	}
 	v := BuildView(live, bundles, &Masker{}, s.now())
+	v.carry(link)
 	var buf bytes.Buffer
 	if asJSON {
 		enc := json.NewEncoder(&buf)
@@ -286,7 +294,7 @@ func LoadBundle(ctx context.Context, st Store, k Key) (*Loaded, error) {
 	return l, nil
 }
 
-func (s *Server) serveManifest(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveManifest(w http.ResponseWriter, r *http.Request, _ grant) {
 	ns, name := r.PathValue("ns"), r.PathValue("name")
 	n, err := strconv.Atoi(strings.TrimSuffix(r.PathValue("file"), ".json"))
 	if err != nil || !dnsLabel.MatchString(ns) || !dnsLabel.MatchString(name) {
@@ -302,7 +310,7 @@ func (s *Server) serveManifest(w http.ResponseWriter, r *http.Request) {
 }
 
 // serveBlob serves an artifact only through a run whose bundle names it.
-func (s *Server) serveBlob(w http.ResponseWriter, r *http.Request) {
+func (s *Server) serveBlob(w http.ResponseWriter, r *http.Request, _ grant) {
 	ns, name, digest := r.PathValue("ns"), r.PathValue("name"), r.PathValue("digest")
 	if !dnsLabel.MatchString(ns) || !dnsLabel.MatchString(name) || !hexDigest.MatchString(digest) {
 		http.NotFound(w, r)

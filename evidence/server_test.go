@@ -50,7 +50,8 @@ func pageServer(t testing.TB, runs liveRuns) (*httptest.Server, Store) {
 	st, _ := NewFileStore(t.TempDir())
 	key := Key{Namespace: "team-a", Run: "research-1a2b", Attempt: 1}
 	sealInto(t, st, exampleBundle(t, key, "epoch 1 loss 0.31\nepoch 2 loss 0.12\ndone, HF_TOKEN=****\n"))
-	s := &Server{Store: st, Runs: runs, Now: func() time.Time { return sealTime.Add(41 * time.Minute) }}
+	s := &Server{Store: st, Runs: runs, Now: func() time.Time { return sealTime.Add(41 * time.Minute) },
+		Links: testLinks, Tokens: teamTokens}
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return srv, st
@@ -58,7 +59,16 @@ func pageServer(t testing.TB, runs liveRuns) (*httptest.Server, Store) {
 
 func get(t testing.TB, url, accept string) (int, string, http.Header) {
 	t.Helper()
+	return getAs(t, url, accept, teamAToken)
+}
+
+// getAs GETs url with token as the bearer token ("" sends none).
+func getAs(t testing.TB, url, accept, token string) (int, string, http.Header) {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	if accept != "" {
 		req.Header.Set("Accept", accept)
 	}
@@ -129,7 +139,7 @@ func TestAGoneRunIsServedFromItsSealedEvidenceAndTheRestIsNotFound(t *testing.T)
 	if code != http.StatusOK || !strings.Contains(html, "from sealed evidence only") {
 		t.Errorf("a gone run's page = %d", code)
 	}
-	for _, p := range []string{"/runs/team-a/nobody", "/runs/Team_A/x", "/runs/team-a/research-1a2b/blobs/" + strings.Repeat("0", 64), "/runs/team-a/research-1a2b/bundles/7.json"} {
+	for _, p := range []string{"/runs/team-a/nobody", "/runs/team-a/Team_A", "/runs/team-a/research-1a2b/blobs/" + strings.Repeat("0", 64), "/runs/team-a/research-1a2b/bundles/7.json"} {
 		if code, _, _ := get(t, srv.URL+p, ""); code != http.StatusNotFound {
 			t.Errorf("GET %s = %d, want 404", p, code)
 		}
@@ -138,7 +148,7 @@ func TestAGoneRunIsServedFromItsSealedEvidenceAndTheRestIsNotFound(t *testing.T)
 	if code, _, _ := get(t, srv.URL+"/runs/team-a/research-1a2b/blobs/"+m.Artifacts[0].SHA256, ""); code != http.StatusOK {
 		t.Errorf("GET a blob of the run = %d", code)
 	}
-	if code, _, _ := get(t, srv.URL+"/runs/team-b/other/blobs/"+m.Artifacts[0].SHA256, ""); code != http.StatusNotFound {
+	if code, _, _ := get(t, srv.URL+"/runs/team-a/other/blobs/"+m.Artifacts[0].SHA256, ""); code != http.StatusNotFound {
 		t.Errorf("GET the blob through another run = %d, want 404", code)
 	}
 	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/runs/team-a/research-1a2b", nil)

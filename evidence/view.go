@@ -211,6 +211,21 @@ func waitOf(spans []PhaseSpan, queue, reason string, waiting bool) *Wait {
 	return w
 }
 
+// carry appends a signed link's query to the view's links to the run's
+// bundles and blobs; "" leaves them as they are.
+func (v *View) carry(link string) {
+	if link == "" {
+		return
+	}
+	for i := range v.Bundles {
+		b := &v.Bundles[i]
+		b.Manifest += "?" + link
+		for j := range b.Artifacts {
+			b.Artifacts[j].URL += "?" + link
+		}
+	}
+}
+
 func (v *View) addBundle(b *Loaded) {
 	k := b.Manifest.Key
 	base := "/runs/" + k.Namespace + "/" + k.Run

@@ -65,6 +65,10 @@ type EvidenceRecorder struct {
 	Metrics  *EvidenceMetrics
 	// URL is the external base of the evidence page; "" sets no link.
 	URL string
+	// Links signs the link, so whoever reads the commit opens that run's
+	// page until the link expires; nil links to the page unsigned (it
+	// then needs the team's token).
+	Links *evidence.Links
 }
 
 // SourceLocator says where an attempt's pods fetched the run's source
@@ -113,11 +117,18 @@ func (r *RunReconciler) recordEvidence(ctx context.Context, base, run *taugridv1
 	r.Evidence.seal(ctx, run, ended)
 }
 
-// link sets the run's evidence URL.
+// link sets the run's evidence URL, signed to expire Links.TTL after the
+// run was created: the same URL at every reconcile, so the commit status
+// is not posted again for it.
 func (e *EvidenceRecorder) link(run *taugridv1.TauRun) {
-	if e.URL != "" && run.Status.EvidenceURL == "" {
-		run.Status.EvidenceURL = strings.TrimRight(e.URL, "/") + "/runs/" + run.Namespace + "/" + run.Name
+	if e.URL == "" {
+		return
 	}
+	u := strings.TrimRight(e.URL, "/") + "/runs/" + run.Namespace + "/" + run.Name
+	if e.Links != nil {
+		u += "?" + e.Links.Query(run.Namespace, run.Name, run.CreationTimestamp.Add(e.Links.TTL))
+	}
+	run.Status.EvidenceURL = u
 }
 
 // seal seals the given attempts' bundles and records the outcome in the

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/yaml"
@@ -72,7 +73,7 @@ func newEvidenceFixture(t *testing.T, prefix string) *evidenceFixture {
 	}
 	rec := &EvidenceRecorder{Client: k8s, APIReader: k8s, Logs: PodLogs{Pods: cs.CoreV1()}, Files: f.runRec.Files,
 		Policies: f.runRec.Policies.(*PolicyStore), Sources: &Sources{BaseURL: "http://tau-controller:9090", FetchImage: "tau:v1"},
-		Store: st, Clock: f.runRec.Clock, Recorder: events.NewFakeRecorder(100), URL: "https://tau.example/"}
+		Store: st, Clock: f.runRec.Clock, Recorder: events.NewFakeRecorder(100), URL: "https://tau.example/", Links: evidenceLinks}
 	f.runRec.Evidence = rec
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hf", Namespace: f.ns}, StringData: map[string]string{"token": hfToken}}
 	if err := k8s.Create(context.Background(), secret); err != nil {
@@ -165,7 +166,8 @@ func TestASucceededRunLeavesAVerifiableBundleWithItsSecretMasked(t *testing.T) {
 	completeJob(t, f.ns, render.WorkloadName(run.Name, 1))
 	done := f.reconcileRun(t, run.Name, taugridv1.PhaseSucceeded)
 
-	if want := "https://tau.example/runs/" + f.ns + "/" + run.Name; done.Status.EvidenceURL != want {
+	want := "https://tau.example/runs/" + f.ns + "/" + run.Name + "?" + evidenceLinks.Query(f.ns, run.Name, done.CreationTimestamp.Add(evidenceLinks.TTL))
+	if done.Status.EvidenceURL != want {
 		t.Errorf("evidenceURL = %q, want %q", done.Status.EvidenceURL, want)
 	}
 	if c := apimeta.FindStatusCondition(done.Status.Conditions, ConditionEvidence); c == nil || c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "sha256:") {
@@ -241,10 +243,11 @@ func TestASucceededRunLeavesAVerifiableBundleWithItsSecretMasked(t *testing.T) {
 	})
 
 	t.Run("the page and its JSON show the run with the secret masked", func(t *testing.T) {
-		srv := httptest.NewServer((&evidence.Server{Store: f.store, Runs: &EvidenceRuns{Client: k8s}}).Handler())
+		srv := httptest.NewServer((&evidence.Server{Store: f.store, Runs: &EvidenceRuns{Client: k8s}, Links: evidenceLinks}).Handler())
 		defer srv.Close()
+		link := strings.Replace(done.Status.EvidenceURL, "https://tau.example", srv.URL, 1)
 		for _, accept := range []string{"text/html", "application/json"} {
-			req, _ := http.NewRequest(http.MethodGet, srv.URL+"/runs/"+f.ns+"/"+run.Name, nil)
+			req, _ := http.NewRequest(http.MethodGet, link, nil)
 			req.Header.Set("Accept", accept)
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
@@ -350,4 +353,104 @@ func TestAFullStoreLeavesTheRunAloneAndTheBundleIsRetried(t *testing.T) {
 			t.Errorf("EvidenceSealed = %+v, want True", apimeta.FindStatusCondition(got.Status.Conditions, ConditionEvidence))
 		}
 	})
+}
+
+// evidenceLinks signs the evidence links of the tests' recorders.
+var evidenceLinks = &evidence.Links{Key: []byte("0123456789abcdef0123456789abcdef"), TTL: 30 * 24 * time.Hour}
+
+// TestEvidenceNeedsTheTeamsTokenOrTheRunsLink is the attacker's side on the
+// real API server: team b's API token (a Secret the runs API reads) opens
+// none of team a's evidence, and neither does team a's link on another
+// run or past its expiry; team a's token opens it.
+func TestEvidenceNeedsTheTeamsTokenOrTheRunsLink(t *testing.T) {
+	integration(t)
+	ctx := context.Background()
+	tokensNS := "evtok-system"
+	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tokensNS}}}
+	for team, token := range map[string]string{"evtok-a": "team-a-secret-token", "evtok-b": "team-b-secret-token"} {
+		objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: team, Namespace: tokensNS, Labels: map[string]string{LabelAPIToken: "true"}},
+			Data: map[string][]byte{APITokenKey: []byte(token), APINamespaceKey: []byte(team)}})
+	}
+	for _, o := range objs {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := evidence.NewFileStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := evidence.Key{Namespace: "evtok-a", Run: "research-1a2b", Attempt: 1}
+	b := evidence.NewBundle(key, "Succeeded")
+	b.Add(evidence.PrefixTauFile+"tau.yaml", evidence.MediaYAML, []byte("name: team-a-private\n"))
+	sealed, err := b.Seal(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := evidence.Write(ctx, st, sealed); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	srv := httptest.NewServer((&evidence.Server{Store: st, Links: evidenceLinks, Now: func() time.Time { return now },
+		Tokens: &Tokens{Reader: k8s, Namespace: tokensNS, Clock: clocktesting.NewFakePassiveClock(now)}}).Handler())
+	defer srv.Close()
+	page := srv.URL + "/runs/evtok-a/research-1a2b"
+	blob := page + "/blobs/" + sealed.Manifest.Artifacts[0].SHA256
+	for name, c := range map[string]struct {
+		url, token string
+		code       int
+	}{
+		"team a's token, the page":        {page, "team-a-secret-token", http.StatusOK},
+		"team a's token, the tau file":    {blob, "team-a-secret-token", http.StatusOK},
+		"the run's link":                  {page + "?" + evidenceLinks.Query("evtok-a", "research-1a2b", now.Add(time.Hour)), "", http.StatusOK},
+		"team b's token, the page":        {page, "team-b-secret-token", http.StatusForbidden},
+		"team b's token, the tau file":    {blob, "team-b-secret-token", http.StatusForbidden},
+		"no credential":                   {blob, "", http.StatusUnauthorized},
+		"team b's run's link on team a's": {page + "?" + evidenceLinks.Query("evtok-b", "research-1a2b", now.Add(time.Hour)), "", http.StatusForbidden},
+		"the run's link, expired":         {page + "?" + evidenceLinks.Query("evtok-a", "research-1a2b", now.Add(-time.Minute)), "", http.StatusForbidden},
+		"the run's link signed elsewhere": {page + "?" + (&evidence.Links{Key: []byte(strings.Repeat("x", 32))}).Query("evtok-a", "research-1a2b", now.Add(time.Hour)), "", http.StatusForbidden},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, c.url, nil)
+		if c.token != "" {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body bytes.Buffer
+		_, _ = body.ReadFrom(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != c.code {
+			t.Errorf("%s: GET = %s, want %d", name, resp.Status, c.code)
+		}
+		if c.code != http.StatusOK && strings.Contains(body.String(), "team-a-private") {
+			t.Errorf("%s: the refusal shows team a's tau file", name)
+		}
+	}
+}
+
+// TestTheEvidenceLinkKeyIsCreatedOnceAndKept: the first start creates the
+// Secret; later starts, and a replica racing it, read the same key.
+func TestTheEvidenceLinkKeyIsCreatedOnceAndKept(t *testing.T) {
+	integration(t)
+	ctx := context.Background()
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "evkey-system"}}); err != nil {
+		t.Fatal(err)
+	}
+	first, err := EvidenceLinkKey(ctx, k8s, "evkey-system", "tau-evidence-link-key")
+	if err != nil || len(first) < evidence.MinKeyBytes {
+		t.Fatalf("first start: %d bytes, %v", len(first), err)
+	}
+	again, err := EvidenceLinkKey(ctx, k8s, "evkey-system", "tau-evidence-link-key")
+	if err != nil || !bytes.Equal(first, again) {
+		t.Errorf("a restart read another key (%v): links signed before it would stop opening", err)
+	}
+	short := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "short", Namespace: "evkey-system"}, Data: map[string][]byte{EvidenceKeyField: []byte("weak")}}
+	if err := k8s.Create(ctx, short); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := EvidenceLinkKey(ctx, k8s, "evkey-system", "short"); err == nil || strings.Contains(err.Error(), "weak") {
+		t.Errorf("a 4-byte key: %v, want refused without showing it", err)
+	}
 }

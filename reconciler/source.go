@@ -7,11 +7,16 @@ import (
 	"io"
 	"net/http"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/gitsource"
 	"github.com/taugrid/taugrid/render"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -30,6 +35,10 @@ type Sources struct {
 	BaseURL string
 	// FetchImage runs the init container that downloads and verifies.
 	FetchImage string
+	// Reviewer checks the init containers' tokens; APIReader reads their
+	// pods and runs around the cache, so a pod just created is found.
+	Reviewer  TokenReviewer
+	APIReader client.Reader
 }
 
 // SourceArchive builds (or finds cached) the archive of the run's commit.
@@ -60,9 +69,19 @@ func (s *Sources) archive(ctx context.Context, repo *taugridv1.TauRepository, ru
 
 var sourcePath = regexp.MustCompile(`^/source/([a-z0-9-]{1,63})/([a-z0-9-]{1,63})/([0-9a-f]{64})\.tar\.gz$`)
 
-// ServeHTTP serves an archive only to the run it was built for: the path
-// names the run and the digest its status records. Anything else is 404,
-// without saying which part did not match.
+// The pod-bound claims of a ServiceAccount token, as a TokenReview reports
+// them in the user's extra fields.
+const (
+	extraPodName = "authentication.kubernetes.io/pod-name"
+	extraPodUID  = "authentication.kubernetes.io/pod-uid"
+)
+
+// ServeHTTP serves an archive only to the init container of the attempt it
+// was built for, while that attempt can still start: the request carries
+// the pod's ServiceAccount token for the source audience, the API server
+// vouches for it and names the pod, and the pod's labels name the path's
+// run and its current attempt. Without a token it is 401; with any other
+// it is 403, without saying which part did not match.
 func (s *Sources) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
@@ -73,12 +92,24 @@ func (s *Sources) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	ns, name, digest := m[1], m[2], m[3]
-	run := &taugridv1.TauRun{}
-	if err := s.Client.Get(r.Context(), types.NamespacedName{Namespace: ns, Name: name}, run); err != nil || run.Status.SourceDigest != digest {
-		http.NotFound(w, r)
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || strings.TrimSpace(token) == "" {
+		http.Error(w, "a source archive needs the run's init container token", http.StatusUnauthorized)
 		return
 	}
+	run, err := s.authorize(r.Context(), strings.TrimSpace(token), m[1], m[2], m[3])
+	switch {
+	case errors.Is(err, errSourceDenied):
+		http.Error(w, "forbidden", http.StatusForbidden)
+		return
+	case err != nil:
+		http.Error(w, "cannot check the token now; try again", http.StatusServiceUnavailable)
+		return
+	}
+	s.serve(w, r, run, m[3])
+}
+
+func (s *Sources) serve(w http.ResponseWriter, r *http.Request, run *taugridv1.TauRun, digest string) {
 	f, err := s.open(r.Context(), run, digest)
 	if err != nil {
 		http.Error(w, "source archive unavailable", http.StatusServiceUnavailable)
@@ -86,12 +117,97 @@ func (s *Sources) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer f.Close()
 	w.Header().Set("Content-Type", "application/gzip")
-	w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("ETag", `"`+digest+`"`)
 	if r.Method == http.MethodHead {
 		return
 	}
 	_, _ = io.Copy(w, f)
+}
+
+// errSourceDenied: the token is not the current attempt's init container
+// of this run, or the run can no longer start it.
+var errSourceDenied = errors.New("not this run's init container")
+
+// authorize returns the run when token is the pod-bound source token of a
+// pod of the run's current attempt and the run can still start it.
+// errSourceDenied for anything else; other errors are transient.
+func (s *Sources) authorize(ctx context.Context, token, ns, name, digest string) (*taugridv1.TauRun, error) {
+	podName, podUID, err := s.reviewPod(ctx, token, ns)
+	if err != nil {
+		return nil, err
+	}
+	pod := &corev1.Pod{}
+	if err := s.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: podName}, pod); err != nil {
+		return nil, deniedIfNotFound(err)
+	}
+	run := &taugridv1.TauRun{}
+	if err := s.APIReader.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, run); err != nil {
+		return nil, deniedIfNotFound(err)
+	}
+	if string(pod.UID) != podUID || !mayFetch(run, pod.Labels, digest) {
+		return nil, errSourceDenied
+	}
+	return run, nil
+}
+
+func deniedIfNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return errSourceDenied
+	}
+	return err
+}
+
+// reviewPod asks the API server who token is: it must be a ServiceAccount
+// of namespace ns, for the source audience, bound to a pod.
+func (s *Sources) reviewPod(ctx context.Context, token, ns string) (podName, podUID string, err error) {
+	st, err := s.Reviewer.Review(ctx, token, []string{render.SourceTokenAudience})
+	if err != nil {
+		return "", "", err
+	}
+	if !st.Authenticated || !slices.Contains(st.Audiences, render.SourceTokenAudience) {
+		return "", "", errSourceDenied
+	}
+	sa, ok := strings.CutPrefix(st.User.Username, "system:serviceaccount:")
+	saNS, _, _ := strings.Cut(sa, ":")
+	names, uids := st.User.Extra[extraPodName], st.User.Extra[extraPodUID]
+	if !ok || saNS != ns || len(names) != 1 || len(uids) != 1 {
+		return "", "", errSourceDenied
+	}
+	return names[0], uids[0], nil
+}
+
+// mayFetch says whether a pod with these labels may fetch the archive of
+// digest now: it belongs to the run's current attempt, that attempt has
+// not ended and the run is not final.
+func mayFetch(run *taugridv1.TauRun, labels map[string]string, digest string) bool {
+	n := len(run.Status.Attempts)
+	if run.Status.Phase.Final() || run.Status.SourceDigest != digest || n == 0 || labels[render.LabelRun] != run.Name {
+		return false
+	}
+	current := run.Status.Attempts[n-1]
+	return current.EndTime == nil && labels[render.LabelAttempt] == strconv.Itoa(current.Number)
+}
+
+// TokenReviewer asks the API server who a bearer token is.
+type TokenReviewer interface {
+	Review(ctx context.Context, token string, audiences []string) (*authenticationv1.TokenReviewStatus, error)
+}
+
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+
+// KubeTokenReviewer reviews tokens with the API server's TokenReview.
+type KubeTokenReviewer struct {
+	Client client.Client
+}
+
+// Review creates a TokenReview for token and audiences.
+func (k KubeTokenReviewer) Review(ctx context.Context, token string, audiences []string) (*authenticationv1.TokenReviewStatus, error) {
+	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: audiences}}
+	if err := k.Client.Create(ctx, tr); err != nil {
+		return nil, fmt.Errorf("reviewing a source token: %w", err)
+	}
+	return &tr.Status, nil
 }
 
 // open returns the cached archive, rebuilding it from git if the cache

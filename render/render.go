@@ -390,8 +390,13 @@ func (p *Plan) podSpec(c corev1.Container) corev1.PodSpec {
 		TerminationGracePeriodSeconds: ptr.To(int64(p.TerminationGrace.Seconds())),
 	}
 	if src := p.Run.Source; src != nil {
-		command := []string{"tau", "fetch-source", "--url=" + src.URL, "--sha256=" + src.SHA256, "--dest=" + SourceDir}
-		mounts := []corev1.VolumeMount{{Name: "source", MountPath: SourceDir}}
+		command := []string{"tau", "fetch-source", "--url=" + src.URL, "--sha256=" + src.SHA256, "--dest=" + SourceDir,
+			"--token-file=" + SourceTokenDir + "/" + sourceTokenFile}
+		mounts := []corev1.VolumeMount{{Name: "source", MountPath: SourceDir},
+			{Name: sourceTokenVolume, MountPath: SourceTokenDir, ReadOnly: true}}
+		// The token is mounted in the init container only: the training
+		// code never holds the credential that fetches the source.
+		spec.Volumes = append(spec.Volumes, sourceToken())
 		if p.resumes() {
 			// The init container finds the latest complete checkpoint; the
 			// data volume is read-only to it.
@@ -412,6 +417,28 @@ func (p *Plan) podSpec(c corev1.Container) corev1.PodSpec {
 		}}
 	}
 	return spec
+}
+
+// The init container's credential for the source server: a ServiceAccount
+// token for the source audience, bound to the pod, which the controller
+// checks with a TokenReview.
+const (
+	// SourceTokenAudience is the audience of the init container's token;
+	// the source server accepts no other.
+	SourceTokenAudience = "taugrid.dev/source"
+	// SourceTokenDir is where the init container finds its token.
+	SourceTokenDir    = "/var/run/secrets/taugrid.dev/source"
+	sourceTokenFile   = "token"
+	sourceTokenVolume = "tau-source-token"
+	// sourceTokenSeconds is the shortest life the API server grants.
+	sourceTokenSeconds = 600
+)
+
+func sourceToken() corev1.Volume {
+	return corev1.Volume{Name: sourceTokenVolume, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+			Audience: SourceTokenAudience, ExpirationSeconds: ptr.To(int64(sourceTokenSeconds)), Path: sourceTokenFile}}},
+		DefaultMode: ptr.To(int32(0o400))}}}
 }
 
 func (p *Plan) volumes() []corev1.Volume {

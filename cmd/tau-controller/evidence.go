@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
@@ -21,12 +23,16 @@ import (
 type evidenceOptions struct {
 	addr, dir, url, retention string
 	s3                        evidence.S3Options
+	linkTTL                   time.Duration
+	linkKeySecret             string
 }
 
 func evidenceFlags(fs *flag.FlagSet, o *evidenceOptions) {
 	fs.StringVar(&o.addr, "evidence-bind-address", ":8090", "evidence page address (/runs/<namespace>/<name>); 0 disables the page")
 	fs.StringVar(&o.dir, "evidence-dir", "/var/lib/taugrid/evidence", "evidence store directory (a PersistentVolume), unless --evidence-s3-bucket is set")
 	fs.StringVar(&o.url, "evidence-url", "", "external URL of the evidence page, e.g. https://tau.example.com; sets each run's status.evidenceURL")
+	fs.DurationVar(&o.linkTTL, "evidence-link-ttl", 30*24*time.Hour, "how long the signed evidence link on a commit opens its run's page, from the run's creation")
+	fs.StringVar(&o.linkKeySecret, "evidence-link-key-secret", "tau-evidence-link-key", "Secret in --namespace holding the key that signs evidence links; created with a random key if missing")
 	fs.StringVar(&o.retention, "evidence-retention", "", "prune sealed bundles: 30d, 720h, last=500 or 30d,last=500; empty keeps all")
 	fs.StringVar(&o.s3.Endpoint, "evidence-s3-endpoint", "", "S3-compatible endpoint host:port; credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
 	fs.StringVar(&o.s3.Bucket, "evidence-s3-bucket", "", "S3 bucket for evidence; set to use S3 instead of --evidence-dir")
@@ -55,8 +61,12 @@ func setupEvidence(mgr manager.Manager, cfg *rest.Config, git *gitsource.Client,
 	if err != nil {
 		return nil, err
 	}
+	links, err := evidenceLinks(cfg, mgr, o)
+	if err != nil {
+		return nil, err
+	}
 	c := mgr.GetClient()
-	rec := &reconciler.EvidenceRecorder{Client: c, APIReader: mgr.GetAPIReader(), Logs: reconciler.PodLogs{Pods: cs.CoreV1()},
+	rec := &reconciler.EvidenceRecorder{Links: links, Client: c, APIReader: mgr.GetAPIReader(), Logs: reconciler.PodLogs{Pods: cs.CoreV1()},
 		Files: &reconciler.GitFiles{Client: c, Git: git}, Policies: policies,
 		Sources: sources, Store: store, Clock: clock.RealClock{}, Recorder: mgr.GetEventRecorder("tau-evidence"), Metrics: metrics, URL: eo.url}
 	if retention != (evidence.Retention{}) {
@@ -65,13 +75,31 @@ func setupEvidence(mgr manager.Manager, cfg *rest.Config, git *gitsource.Client,
 		}
 	}
 	if eo.addr != "0" {
-		page := &evidence.Server{Store: store, Runs: &reconciler.EvidenceRuns{Client: c}, Log: ctrl.Log.WithName("evidence")}
+		// The runs API's tokens: a team's token reads its own evidence.
+		page := &evidence.Server{Store: store, Runs: &reconciler.EvidenceRuns{Client: c}, Log: ctrl.Log.WithName("evidence"),
+			Links: links, Tokens: &reconciler.Tokens{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Clock: clock.RealClock{}}}
 		srv := &http.Server{Addr: eo.addr, Handler: page.Handler(), ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
 		if err := mgr.Add(httpRunnable{srv}); err != nil {
 			return nil, err
 		}
 	}
 	return rec, nil
+}
+
+// evidenceLinks reads (or creates) the key that signs evidence links,
+// before the manager starts, with a client of its own.
+func evidenceLinks(cfg *rest.Config, mgr manager.Manager, o options) (*evidence.Links, error) {
+	c, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme()})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	key, err := reconciler.EvidenceLinkKey(ctx, c, o.namespace, o.evidence.linkKeySecret)
+	if err != nil {
+		return nil, err
+	}
+	return &evidence.Links{Key: key, TTL: o.evidence.linkTTL}, nil
 }
 
 func evidenceStore(eo evidenceOptions) (evidence.Store, error) {

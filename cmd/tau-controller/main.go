@@ -107,7 +107,8 @@ func run(ctx context.Context, o options) error {
 	}
 	// One source server: the run reconciler builds archives, the HTTP
 	// server hands them to pods.
-	sources := &reconciler.Sources{Client: mgr.GetClient(), Git: git, BaseURL: o.sourceURL, FetchImage: o.fetchImage}
+	sources := &reconciler.Sources{Client: mgr.GetClient(), Git: git, BaseURL: o.sourceURL, FetchImage: o.fetchImage,
+		Reviewer: reconciler.KubeTokenReviewer{Client: mgr.GetClient()}, APIReader: mgr.GetAPIReader()}
 	policies := &reconciler.PolicyStore{Client: mgr.GetClient(), Git: git, Namespace: o.namespace}
 	ev, err := setupEvidence(mgr, cfg, git, sources, policies, o)
 	if err != nil {

@@ -137,9 +137,13 @@ func verifyStoreDir(ctx context.Context, dir, run string) ([]*evidence.Report, e
 	return reports, nil
 }
 
-// pageBlobs reads artifacts through the evidence page of one run.
+// pageBlobs reads artifacts through the evidence page of one run, with
+// the page URL's signed link if it has one and the team's API token if
+// it is set.
 type pageBlobs struct {
 	base, run string // scheme://host and /runs/<ns>/<name>
+	link      string // the signed link's query, carried on every request
+	token     string
 	client    *http.Client
 }
 
@@ -148,20 +152,35 @@ func (p *pageBlobs) Blob(ctx context.Context, digest string) ([]byte, error) {
 }
 
 func (p *pageBlobs) get(ctx context.Context, path, accept string) ([]byte, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.base+path, nil)
+	target := p.base + path
+	if p.link != "" && !strings.Contains(path, "?") {
+		target += "?" + p.link
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
 	if err != nil {
 		return nil, err
+	}
+	if p.token != "" {
+		req.Header.Set("Authorization", "Bearer "+p.token)
 	}
 	if accept != "" {
 		req.Header.Set("Accept", accept)
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
-		return nil, err
+		// url.Error names the whole URL, signed link and all.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("GET %s: %w", stripQuery(path), err)
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", path, resp.Status)
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized:
+		return nil, fmt.Errorf("GET %s: %s: export TAU_TOKEN (your team's API token), or use the evidence link from the commit", stripQuery(path), resp.Status)
+	case resp.StatusCode != http.StatusOK:
+		return nil, fmt.Errorf("GET %s: %s", stripQuery(path), resp.Status)
 	}
 	return io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 }
@@ -172,14 +191,15 @@ func verifyPage(ctx context.Context, page string) ([]*evidence.Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &pageBlobs{base: u.Scheme + "://" + u.Host, run: strings.TrimSuffix(u.Path, ".json"), client: &http.Client{Timeout: 30 * time.Second}}
+	p := &pageBlobs{base: u.Scheme + "://" + u.Host, run: strings.TrimSuffix(u.Path, ".json"), link: u.RawQuery,
+		token: os.Getenv("TAU_TOKEN"), client: &http.Client{Timeout: 30 * time.Second}}
 	data, err := p.get(ctx, p.run, "application/json")
 	if err != nil {
 		return nil, err
 	}
 	var v evidence.View
 	if err := json.Unmarshal(data, &v); err != nil {
-		return nil, fmt.Errorf("%s is not an evidence page: %w", page, err)
+		return nil, fmt.Errorf("%s is not an evidence page: %w", stripQuery(page), err)
 	}
 	var reports []*evidence.Report
 	for _, b := range v.Bundles {
@@ -194,6 +214,12 @@ func verifyPage(ctx context.Context, page string) ([]*evidence.Report, error) {
 		reports = append(reports, r)
 	}
 	return reports, nil
+}
+
+// stripQuery drops a signed link's query: errors never show the capability.
+func stripQuery(path string) string {
+	p, _, _ := strings.Cut(path, "?")
+	return p
 }
 
 func printReports(w io.Writer, format string, reports []*evidence.Report) error {

@@ -67,8 +67,9 @@ func TestEvidenceVerifyChecksAStoreDirectoryAndThePage(t *testing.T) {
 	if err != nil || !strings.Contains(out, "team-a/research-1a2b#1 "+sealed.Digest()+": verified") {
 		t.Fatalf("verify store dir: %v\n%s", err, out)
 	}
-	srv := httptest.NewServer((&evidence.Server{Store: st}).Handler())
+	srv := httptest.NewServer((&evidence.Server{Store: st, Tokens: teamTokens{"team-a-token-value": "team-a", "team-b-token-value": "team-b"}}).Handler())
 	defer srv.Close()
+	t.Setenv("TAU_TOKEN", "team-a-token-value")
 	out, _, err = tau(t, "evidence", "verify", srv.URL+"/runs/team-a/research-1a2b", "-o", "json")
 	if err != nil || !strings.Contains(out, `"verified": true`) || !strings.Contains(out, `"reproduced": true`) {
 		t.Fatalf("verify page: %v\n%s", err, out)
@@ -92,5 +93,48 @@ func TestEvidenceVerifyChecksAStoreDirectoryAndThePage(t *testing.T) {
 func TestEvidenceVerifyRefusesWhatIsNoStore(t *testing.T) {
 	if _, _, err := tau(t, "evidence", "verify", t.TempDir()); err == nil || !strings.Contains(err.Error(), "not an evidence store") {
 		t.Errorf("verify an empty directory: %v", err)
+	}
+}
+
+// teamTokens is the runs API's token table: token to namespace.
+type teamTokens map[string]string
+
+func (m teamTokens) NamespaceOf(_ context.Context, token string) (string, error) {
+	return m[token], nil
+}
+
+// TestEvidenceVerifyUsesTheTeamsTokenOrTheSignedLink: the evidence page
+// needs a credential; tau sends TAU_TOKEN, or carries the link's signature
+// to every bundle and blob, and another team's token reads nothing.
+func TestEvidenceVerifyUsesTheTeamsTokenOrTheSignedLink(t *testing.T) {
+	st, sealed := sealedStore(t)
+	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	links := &evidence.Links{Key: []byte(strings.Repeat("s", 32)), TTL: time.Hour}
+	srv := httptest.NewServer((&evidence.Server{Store: st, Links: links, Now: func() time.Time { return now },
+		Tokens: teamTokens{"team-a-token-value": "team-a", "team-b-token-value": "team-b"}}).Handler())
+	defer srv.Close()
+	page := srv.URL + "/runs/team-a/research-1a2b"
+	want := "team-a/research-1a2b#1 " + sealed.Digest() + ": verified"
+
+	t.Setenv("TAU_TOKEN", "team-a-token-value")
+	if out, _, err := tau(t, "evidence", "verify", page); err != nil || !strings.Contains(out, want) {
+		t.Errorf("with team a's token: %v\n%s", err, out)
+	}
+	t.Setenv("TAU_TOKEN", "team-b-token-value")
+	if out, _, err := tau(t, "evidence", "verify", page); err == nil || !strings.Contains(err.Error(), "403") || strings.Contains(out, "verified") {
+		t.Errorf("with team b's token: %v\n%s, want 403", err, out)
+	}
+	t.Setenv("TAU_TOKEN", "")
+	if _, _, err := tau(t, "evidence", "verify", page); err == nil || !strings.Contains(err.Error(), "TAU_TOKEN") {
+		t.Errorf("with no token: %v, want a hint to set TAU_TOKEN", err)
+	}
+	link := page + "?" + links.Query("team-a", "research-1a2b", now.Add(time.Minute))
+	if out, _, err := tau(t, "evidence", "verify", link); err != nil || !strings.Contains(out, want) {
+		t.Errorf("with the signed link and no token: %v\n%s", err, out)
+	}
+	expired := page + "?" + links.Query("team-a", "research-1a2b", now.Add(-time.Minute))
+	_, _, err := tau(t, "evidence", "verify", expired)
+	if err == nil || !strings.Contains(err.Error(), "403") || strings.Contains(err.Error(), "sig=") {
+		t.Errorf("with an expired link: %v, want 403 without the signature in the error", err)
 	}
 }

@@ -24,6 +24,9 @@ type fetchOptions struct {
 	SHA256  string
 	Dest    string
 	Timeout time.Duration
+	// TokenFile holds the init container's ServiceAccount token, sent as
+	// a bearer token; the source server serves nothing without one.
+	TokenFile string
 	// CheckpointDir and ResumeLink: on a retried attempt, point ResumeLink
 	// at the latest complete checkpoint under CheckpointDir.
 	CheckpointDir, ResumeLink string
@@ -65,6 +68,7 @@ func newFetchSourceCmd() *cobra.Command {
 	cmd.Flags().StringVar(&opts.URL, "url", "", "archive URL")
 	cmd.Flags().StringVar(&opts.SHA256, "sha256", "", "expected sha256 of the archive, hex")
 	cmd.Flags().StringVar(&opts.Dest, "dest", "", "directory to unpack into")
+	cmd.Flags().StringVar(&opts.TokenFile, "token-file", "", "file holding the bearer token for the source server (the pod's projected ServiceAccount token)")
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 10*time.Minute, "download timeout")
 	cmd.Flags().StringVar(&opts.CheckpointDir, "checkpoint-dir", "", "the run's checkpoint directory, to resume from")
 	cmd.Flags().StringVar(&opts.ResumeLink, "resume-link", "", "link to point at the latest complete checkpoint")
@@ -86,7 +90,11 @@ func fetchSource(ctx context.Context, o *fetchOptions) (int, error) {
 	}
 	defer func() { _ = os.Remove(tmp.Name()) }()
 	defer tmp.Close()
-	if err := download(ctx, o.URL, tmp, o.SHA256); err != nil {
+	token, err := readToken(o.TokenFile)
+	if err != nil {
+		return 0, err
+	}
+	if err := download(ctx, o.URL, token, tmp, o.SHA256); err != nil {
 		return 0, err
 	}
 	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
@@ -95,11 +103,27 @@ func fetchSource(ctx context.Context, o *fetchOptions) (int, error) {
 	return unpack(tmp, o.Dest)
 }
 
+// readToken reads the bearer token from file; "" when no file is named.
+// The kubelet rotates the file, so it is read at each fetch.
+func readToken(file string) (string, error) {
+	if file == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("reading the source token: %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
 // download writes the body to w and fails unless its sha256 is want.
-func download(ctx context.Context, url string, w io.Writer, want string) error {
+func download(ctx context.Context, url, token string, w io.Writer, want string) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

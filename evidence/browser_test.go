@@ -52,7 +52,8 @@ func TestThePageRendersInABrowserWithItsStatusAndTimelineVisible(t *testing.T) {
 	bin := chromium(t)
 	live := &Live{Run: liveRun("research-1a2b", taugridv1.PhaseSucceeded), RepositoryURL: "https://github.com/acme/research.git"}
 	srv, _ := pageServer(t, liveRuns{"team-a/research-1a2b": live})
-	url := srv.URL + "/runs/team-a/research-1a2b"
+	// The link the commit carries, as a researcher clicks it.
+	url := signed(srv.URL, "team-a", "research-1a2b", pageNow.Add(time.Hour))
 
 	dom := string(browse(t, bin, "--dump-dom", url))
 	for _, want := range []string{`id="status"`, ">Succeeded<", `id="timeline"`, "Queued · 12m 0s", "epoch 2 loss 0.12"} {

@@ -44,8 +44,8 @@ type Trigger struct {
 	Ref       string            `json:"ref"`
 	Requester string            `json:"requester,omitempty"`
 	Overrides map[string]string `json:"overrides,omitempty"`
-	// Signature is the verification result as the run recorded it, or
-	// "not recorded".
+	// Signature is the signature check the run recorded (SignatureOf):
+	// who signed with which key, why it was refused, or "not checked".
 	Signature string `json:"signature"`
 }
 

@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"fmt"
 	"maps"
 	"net/url"
 	"regexp"
@@ -256,20 +257,24 @@ func (v *View) addBundle(b *Loaded) {
 	}
 }
 
-// TriggerOf reads a run's trigger, and the signature check its annotation
+// TriggerOf reads a run's trigger, and the signature check its status
 // records.
 func TriggerOf(r *taugridv1.TauRun) Trigger {
-	sig := r.Annotations[AnnotationSignature]
-	if sig == "" {
-		sig = "not recorded"
-	}
 	return Trigger{Kind: string(r.Spec.Trigger.Kind), Ref: r.Spec.Trigger.Ref, Requester: r.Spec.Trigger.Requester,
-		Overrides: maps.Clone(r.Spec.Trigger.Overrides), Signature: sig}
+		Overrides: maps.Clone(r.Spec.Trigger.Overrides), Signature: SignatureOf(r.Status.Signature)}
 }
 
-// AnnotationSignature on a TauRun holds the result of verifying its tag's
-// or commit's signature ("verified: <signer>", "unsigned", ...).
-const AnnotationSignature = "taugrid.dev/signature"
+// SignatureOf says in one line who signed what the run ran, or why it was
+// refused. Runs of repositories that require no signature carry no check.
+func SignatureOf(s *taugridv1.SignatureStatus) string {
+	switch {
+	case s == nil:
+		return "not checked (the repository requires no signature)"
+	case !s.Verified:
+		return s.Reason
+	}
+	return fmt.Sprintf("verified: %s signed by %s with %s key %s", s.Object, s.Principal, s.Method, s.Fingerprint)
+}
 
 // InputsOf reads the digests a run's status records.
 func InputsOf(r *taugridv1.TauRun) Inputs {

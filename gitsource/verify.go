@@ -1,17 +1,19 @@
 package gitsource
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	pgperrors "github.com/ProtonMail/go-crypto/openpgp/errors"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"golang.org/x/crypto/ssh"
@@ -28,18 +30,16 @@ var (
 	// ErrUntrustedSigner: a valid signature by a key the repository does
 	// not allow.
 	ErrUntrustedSigner = errors.New("signer not allowed")
+	// ErrKeyExpired: an allowed key used outside its validity
+	// (valid-after, valid-before, an OpenPGP key's expiry).
+	ErrKeyExpired = errors.New("key not valid now")
+	// ErrKeyRevoked: a key on the revoked list, or an OpenPGP key revoked
+	// by its owner.
+	ErrKeyRevoked = errors.New("key revoked")
 )
 
-// KeyRing is the keys a repository allows to sign runs.
-type KeyRing struct {
-	ssh []allowedSSHKey
-	pgp openpgp.EntityList
-}
-
-type allowedSSHKey struct {
-	key       ssh.PublicKey
-	principal string
-}
+// sshNamespace is the namespace git signs tags and commits in.
+const sshNamespace = "git"
 
 // Signer is who made a verified signature.
 type Signer struct {
@@ -52,61 +52,10 @@ type Signer struct {
 	Identity string
 }
 
-// ParseKeyRing reads SSH keys, one per line in authorized_keys or git's
-// allowed_signers format ("alice@example.com ssh-ed25519 AAAA..."), and
-// armored OpenPGP public keys. Either may be empty.
-func ParseKeyRing(sshKeys, pgpKeys []byte) (*KeyRing, error) {
-	k := &KeyRing{}
-	sc := bufio.NewScanner(bytes.NewReader(sshKeys))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		key, err := parseAllowedSigner(line)
-		if err != nil {
-			return nil, fmt.Errorf("allowed SSH keys, line %d: %w", n, err)
-		}
-		k.ssh = append(k.ssh, key)
-	}
-	if len(bytes.TrimSpace(pgpKeys)) > 0 {
-		list, err := openpgp.ReadArmoredKeyRing(bytes.NewReader(pgpKeys))
-		if err != nil {
-			return nil, fmt.Errorf("allowed OpenPGP keys: %w", err)
-		}
-		k.pgp = list
-	}
-	return k, nil
-}
-
-func parseAllowedSigner(line string) (allowedSSHKey, error) {
-	first, _, _ := strings.Cut(line, " ")
-	if isKeyType(first) {
-		key, comment, _, _, err := ssh.ParseAuthorizedKey([]byte(line))
-		if err != nil {
-			return allowedSSHKey{}, errors.New("want a public key")
-		}
-		return allowedSSHKey{key: key, principal: comment}, nil
-	}
-	// allowed_signers: principals, then options, then the key.
-	principal, rest, ok := strings.Cut(line, " ")
-	if !ok {
-		return allowedSSHKey{}, errors.New("want a public key")
-	}
-	key, _, _, _, err := ssh.ParseAuthorizedKey([]byte(strings.TrimSpace(rest)))
-	if err != nil {
-		return allowedSSHKey{}, errors.New("want a public key, optionally after a principal")
-	}
-	return allowedSSHKey{key: key, principal: principal}, nil
-}
-
-func isKeyType(s string) bool {
-	return strings.HasPrefix(s, "ssh-") || strings.HasPrefix(s, "ecdsa-") || strings.HasPrefix(s, "sk-")
-}
-
-// VerifyTag checks an annotated tag's signature against the ring.
-func VerifyTag(t *object.Tag, keys *KeyRing) (Signer, error) {
+// VerifyTag checks an annotated tag's signature against the ring, with
+// keys' validity judged at time at (the controller's now: stricter than
+// git, which trusts the date the signer wrote into the tag).
+func VerifyTag(t *object.Tag, keys *KeyRing, at time.Time) (Signer, error) {
 	if t.PGPSignature == "" {
 		return Signer{}, fmt.Errorf("tag %s: %w", t.Name, ErrUnsigned)
 	}
@@ -114,15 +63,15 @@ func VerifyTag(t *object.Tag, keys *KeyRing) (Signer, error) {
 	if err := t.EncodeWithoutSignature(enc); err != nil {
 		return Signer{}, err
 	}
-	s, err := keys.verify(enc, t.PGPSignature)
+	s, err := keys.verify(enc, t.PGPSignature, at)
 	if err != nil {
 		return Signer{}, fmt.Errorf("tag %s: %w", t.Name, err)
 	}
 	return s, nil
 }
 
-// VerifyCommit checks a commit's signature against the ring.
-func VerifyCommit(c *object.Commit, keys *KeyRing) (Signer, error) {
+// VerifyCommit checks a commit's signature against the ring, as VerifyTag.
+func VerifyCommit(c *object.Commit, keys *KeyRing, at time.Time) (Signer, error) {
 	if c.PGPSignature == "" {
 		return Signer{}, fmt.Errorf("commit %s: %w", c.Hash, ErrUnsigned)
 	}
@@ -130,14 +79,14 @@ func VerifyCommit(c *object.Commit, keys *KeyRing) (Signer, error) {
 	if err := c.EncodeWithoutSignature(enc); err != nil {
 		return Signer{}, err
 	}
-	s, err := keys.verify(enc, c.PGPSignature)
+	s, err := keys.verify(enc, c.PGPSignature, at)
 	if err != nil {
 		return Signer{}, fmt.Errorf("commit %s: %w", c.Hash, err)
 	}
 	return s, nil
 }
 
-func (k *KeyRing) verify(obj *plumbing.MemoryObject, signature string) (Signer, error) {
+func (k *KeyRing) verify(obj *plumbing.MemoryObject, signature string, at time.Time) (Signer, error) {
 	r, err := obj.Reader()
 	if err != nil {
 		return Signer{}, err
@@ -148,51 +97,96 @@ func (k *KeyRing) verify(obj *plumbing.MemoryObject, signature string) (Signer, 
 	}
 	switch {
 	case strings.HasPrefix(strings.TrimSpace(signature), "-----BEGIN SSH SIGNATURE-----"):
-		return k.verifySSH(msg.Bytes(), signature)
+		return k.verifySSH(msg.Bytes(), signature, at)
 	case strings.HasPrefix(strings.TrimSpace(signature), "-----BEGIN PGP SIGNATURE-----"):
-		return k.verifyPGP(msg.Bytes(), signature)
+		return k.verifyPGP(msg.Bytes(), signature, at)
 	}
 	return Signer{}, fmt.Errorf("%w: unknown signature format (want SSH or OpenPGP)", ErrBadSignature)
 }
 
-func (k *KeyRing) verifySSH(msg []byte, armored string) (Signer, error) {
+// verifySSH checks the signature, then the key: revoked first (as
+// ssh-keygen -Y verify does), then allowed, then valid for git at at.
+func (k *KeyRing) verifySSH(msg []byte, armored string, at time.Time) (Signer, error) {
 	sig, err := parseSSHSig([]byte(armored))
 	if err != nil {
 		return Signer{}, err
 	}
-	if err := sig.verify(msg, "git"); err != nil {
+	if err := sig.verify(msg, sshNamespace); err != nil {
 		return Signer{}, err
 	}
 	fp := ssh.FingerprintSHA256(sig.key)
+	if k.revoked[fp] {
+		return Signer{}, fmt.Errorf("%w: SSH key %s", ErrKeyRevoked, fp)
+	}
+	if len(k.ssh) == 0 {
+		return Signer{}, fmt.Errorf("%w: SSH key %s; this repository allows only OpenPGP keys", ErrUntrustedSigner, fp)
+	}
+	var refusal error
 	for _, a := range k.ssh {
-		if bytes.Equal(a.key.Marshal(), sig.key.Marshal()) {
+		if !bytes.Equal(a.key.Marshal(), sig.key.Marshal()) {
+			continue
+		}
+		why, err := a.validFor(sshNamespace, at)
+		if err == nil {
 			return Signer{Kind: "ssh", Fingerprint: fp, Identity: a.principal}, nil
 		}
+		refusal = fmt.Errorf("%w: SSH key %s of %s: %s", err, fp, a.principal, why)
+	}
+	if refusal != nil {
+		return Signer{}, refusal
 	}
 	return Signer{}, fmt.Errorf("%w: SSH key %s", ErrUntrustedSigner, fp)
 }
 
-func (k *KeyRing) verifyPGP(msg []byte, armored string) (Signer, error) {
-	if _, err := armor.Decode(strings.NewReader(armored)); err != nil {
+func (k *KeyRing) verifyPGP(msg []byte, armored string, at time.Time) (Signer, error) {
+	block, err := armor.Decode(strings.NewReader(armored))
+	if err != nil {
 		return Signer{}, fmt.Errorf("%w: OpenPGP signature does not decode", ErrBadSignature)
 	}
-	e, err := openpgp.CheckArmoredDetachedSignature(k.pgp, bytes.NewReader(msg), strings.NewReader(armored), nil)
+	issuer := pgpIssuer(block.Body)
+	if len(k.pgp) == 0 {
+		return Signer{}, fmt.Errorf("%w: OpenPGP key %s; this repository allows only SSH keys", ErrUntrustedSigner, issuer)
+	}
+	cfg := &packet.Config{Time: func() time.Time { return at }}
+	e, err := openpgp.CheckArmoredDetachedSignature(k.pgp, bytes.NewReader(msg), strings.NewReader(armored), cfg)
 	switch {
 	case errors.Is(err, pgperrors.ErrUnknownIssuer):
-		return Signer{}, fmt.Errorf("%w: OpenPGP key not in the allowed keys", ErrUntrustedSigner)
+		return Signer{}, fmt.Errorf("%w: OpenPGP key %s", ErrUntrustedSigner, issuer)
+	case errors.Is(err, pgperrors.ErrKeyRevoked):
+		return Signer{}, fmt.Errorf("%w: OpenPGP key %s was revoked by its owner", ErrKeyRevoked, issuer)
+	case errors.Is(err, pgperrors.ErrKeyExpired), errors.Is(err, pgperrors.ErrSignatureExpired):
+		return Signer{}, fmt.Errorf("%w: OpenPGP key %s: %w", ErrKeyExpired, issuer, err)
 	case err != nil:
 		return Signer{}, fmt.Errorf("%w: OpenPGP: %w", ErrBadSignature, err)
 	}
 	s := Signer{Kind: "openpgp", Fingerprint: strings.ToUpper(hex.EncodeToString(e.PrimaryKey.Fingerprint))}
+	if k.revoked[s.Fingerprint] {
+		return Signer{}, fmt.Errorf("%w: OpenPGP key %s", ErrKeyRevoked, s.Fingerprint)
+	}
 	if id := e.PrimaryIdentity(); id != nil {
 		s.Identity = id.Name
 	}
 	return s, nil
 }
 
+// pgpIssuer names the key a signature claims to be made by, for messages.
+func pgpIssuer(body io.Reader) string {
+	p, err := packet.Read(body)
+	sig, ok := p.(*packet.Signature)
+	switch {
+	case err != nil || !ok:
+		return "(unknown)"
+	case sig.IssuerFingerprint != nil:
+		return strings.ToUpper(hex.EncodeToString(sig.IssuerFingerprint))
+	case sig.IssuerKeyId != nil:
+		return fmt.Sprintf("%016X", *sig.IssuerKeyId)
+	}
+	return "(unknown)"
+}
+
 // VerifyTag checks the signature of a tag object fetched by Poll (an
-// Event's Tag) against keys.
-func (c *Client) VerifyTag(ctx context.Context, r Remote, tagSHA string, keys *KeyRing) (Signer, error) {
+// Event's Tag) against keys, judging the keys' validity at at.
+func (c *Client) VerifyTag(ctx context.Context, r Remote, tagSHA string, keys *KeyRing, at time.Time) (Signer, error) {
 	return c.verifyObject(ctx, r, tagSHA, func(st *repoStore) (Signer, error) {
 		t, err := object.GetTag(st.storage(), plumbing.NewHash(tagSHA))
 		if objNotFound(err) {
@@ -201,13 +195,13 @@ func (c *Client) VerifyTag(ctx context.Context, r Remote, tagSHA string, keys *K
 		if err != nil {
 			return Signer{}, fmt.Errorf("%w: tag %s: %w", ErrCorrupt, tagSHA, err)
 		}
-		return VerifyTag(t, keys)
+		return VerifyTag(t, keys, at)
 	})
 }
 
 // VerifyCommit checks the signature of a commit fetched by Poll or Archive
 // against keys.
-func (c *Client) VerifyCommit(ctx context.Context, r Remote, commit string, keys *KeyRing) (Signer, error) {
+func (c *Client) VerifyCommit(ctx context.Context, r Remote, commit string, keys *KeyRing, at time.Time) (Signer, error) {
 	return c.verifyObject(ctx, r, commit, func(st *repoStore) (Signer, error) {
 		cm, err := object.GetCommit(st.storage(), plumbing.NewHash(commit))
 		if objNotFound(err) {
@@ -216,7 +210,7 @@ func (c *Client) VerifyCommit(ctx context.Context, r Remote, commit string, keys
 		if err != nil {
 			return Signer{}, fmt.Errorf("%w: commit %s: %w", ErrCorrupt, commit, err)
 		}
-		return VerifyCommit(cm, keys)
+		return VerifyCommit(cm, keys, at)
 	})
 }
 

@@ -222,6 +222,9 @@ func (r *RepositoryReconciler) handle(ctx context.Context, repo *taugridv1.TauRe
 		return 0, r.cancelRuns(ctx, repo, ev)
 	}
 	run := newRun(repo, ev)
+	if err := r.verifySignature(ctx, repo, ev, run); err != nil {
+		return 0, err
+	}
 	if err := r.Create(ctx, run); apierrors.IsAlreadyExists(err) {
 		return 0, nil
 	} else if err != nil {

@@ -125,6 +125,9 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		r.reopen(run)
 	}
 	if run.Status.Workload == nil {
+		if refused, err := r.reconcileSignature(ctx, run); refused || err != nil {
+			return reconcile.Result{}, err
+		}
 		if wait := r.retryDue(ctx, run); wait > 0 && !resume {
 			return reconcile.Result{RequeueAfter: wait}, nil
 		}

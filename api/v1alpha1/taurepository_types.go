@@ -86,13 +86,21 @@ type Forge struct {
 	CheckRuns bool `json:"checkRuns,omitempty"`
 }
 
-// Verification lists the keys allowed to sign.
+// Verification lists the keys allowed to sign. A run tag, run ref or branch
+// commit that is unsigned, signed by a key not listed, expired or revoked, or
+// badly signed starts no run: its TauRun fails at once and says why.
 type Verification struct {
-	// Mode is the signature format required.
+	// Mode is the signature format required: ssh (gpg.format=ssh) or
+	// openpgp. Signatures of the other format are refused.
 	// +kubebuilder:validation:Enum=ssh;openpgp
 	Mode string `json:"mode"`
 
-	// SecretRef names a Secret whose values are allowed public keys.
+	// SecretRef names a Secret whose values are allowed public keys: for
+	// ssh, lines in git's allowed_signers format (principals, optional
+	// namespaces=, valid-after=, valid-before=, then the key); for openpgp,
+	// armored public keys. Its value revoked_keys, if present, lists
+	// revoked keys (SSH public keys, as gpg.ssh.revocationFile, or key
+	// fingerprints), which are refused even when allowed.
 	SecretRef LocalObjectReference `json:"secretRef"`
 }
 

@@ -180,6 +180,12 @@ type TauRunStatus struct {
 	// +optional
 	LastHandledResume string `json:"lastHandledResume,omitempty"`
 
+	// Signature is the check of the signature on the run's tag or commit,
+	// recorded where the repository requires signatures
+	// (spec.verification): who signed, or why the run was refused.
+	// +optional
+	Signature *SignatureStatus `json:"signature,omitempty"`
+
 	// EvidenceURL links to the run's evidence page.
 	// +optional
 	EvidenceURL string `json:"evidenceURL,omitempty"`
@@ -189,6 +195,31 @@ type TauRunStatus struct {
 	// controller restarts.
 	// +optional
 	Forge *ForgeStatus `json:"forge,omitempty"`
+}
+
+// SignatureStatus is the outcome of verifying the signature on the object
+// that requested a run: the annotated tag for run refs and annotated run
+// tags, the commit otherwise.
+type SignatureStatus struct {
+	// Verified is true when an allowed key, valid now and not revoked,
+	// made a good signature. A run that is not verified never submits.
+	Verified bool `json:"verified"`
+	// Method is the signature format: ssh or openpgp.
+	// +optional
+	Method string `json:"method,omitempty"`
+	// Principal is the allowed_signers principal (SSH) or the key's primary
+	// user ID (OpenPGP) of the signer.
+	// +optional
+	Principal string `json:"principal,omitempty"`
+	// Fingerprint of the signing key: SHA256:... for SSH, hex for OpenPGP.
+	// +optional
+	Fingerprint string `json:"fingerprint,omitempty"`
+	// Object is what was verified: "tag <sha>" or "commit <sha>".
+	// +optional
+	Object string `json:"object,omitempty"`
+	// Reason says why the run was refused; empty when verified.
+	// +optional
+	Reason string `json:"reason,omitempty"`
 }
 
 // ForgeStatus is a commit status as last posted, or as being posted. The

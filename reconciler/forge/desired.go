@@ -35,6 +35,11 @@ func summary(run *taugridv1.TauRun, line string) string {
 		fmt.Fprintf(&b, " by %s", r)
 	}
 	b.WriteString("\n\n")
+	if sig := st.Signature; sig != nil && sig.Verified {
+		fmt.Fprintf(&b, "**Signed** by %s with %s key `%s` (%s)\n\n", sig.Principal, sig.Method, sig.Fingerprint, sig.Object)
+	} else if sig != nil {
+		fmt.Fprintf(&b, "**Signature** %s\n\n", sig.Reason)
+	}
 	if len(st.Phases) > 0 {
 		b.WriteString("| phase | since (UTC) |\n|---|---|\n")
 		for _, p := range st.Phases {

@@ -163,6 +163,7 @@ func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 			Policies: policies, Sources: sources, Clock: clk, Recorder: mgr.GetEventRecorder("tau-run"), Evidence: ev},
 		ev,
 		forges,
+		&reconciler.RefusalReporter{Client: c, Forge: forges, Recorder: mgr.GetEventRecorder("tau-forge")},
 	}
 	for _, s := range steps {
 		if err := s.SetupWithManager(mgr); err != nil {

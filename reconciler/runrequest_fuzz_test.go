@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -114,5 +115,24 @@ func TestTheRunRequestCorpusHasBothSides(t *testing.T) {
 	}
 	if accepted < 10 || refused < 5 {
 		t.Errorf("corpus: %d accepted, %d refused; want both sides covered", accepted, refused)
+	}
+}
+
+// The CRD refuses what the shared rules refuse: a dotted or too long name,
+// a dotted target.
+func TestTheAPIServerRefusesWhatTheSharedRulesRefuse(t *testing.T) {
+	integration(t)
+	for name, mutate := range map[string]func(*taugridv1.TauRun){
+		"a dotted name":   func(r *taugridv1.TauRun) { r.Name = "research-exp.v2-1234567890" },
+		"a long name":     func(r *taugridv1.TauRun) { r.Name = strings.Repeat("r", 44) },
+		"a dotted target": func(r *taugridv1.TauRun) { r.Spec.Target = "exp.v2" },
+	} {
+		run := requestedRun("")
+		mutate(run)
+		local := errors.Join(taugridv1.ValidateRunName(run.Name), taugridv1.ValidateTarget(run.Spec.Target))
+		err := k8s.Create(context.Background(), run, client.DryRunAll)
+		if err == nil || local == nil {
+			t.Errorf("%s: API server %v, shared rules %v; want both to refuse", name, err, local)
+		}
 	}
 }

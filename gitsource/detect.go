@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 )
 
 // Kind is what a detected event asks for.
@@ -55,7 +57,9 @@ type Event struct {
 // Problem is a ref that requests a run but cannot be honoured as it is,
 // e.g. a run ref whose message does not parse. Nothing runs for it.
 type Problem struct {
-	Ref    string
+	Ref string
+	// SHA is the object the ref names (a commit or an annotated tag).
+	SHA    string
 	Commit string
 	Err    error
 }
@@ -168,8 +172,10 @@ func detectRun(d *Detection, t Triggers, g Graph, name string, p Ref, inPrev boo
 	ev.Requester = emailOf(tag.Tagger)
 	req, err := ParseRunRequest(tag.Message)
 	switch {
-	case err != nil && kind == KindRunRef:
-		d.Problems = append(d.Problems, Problem{Ref: name, Commit: ev.Commit, Err: err})
+	case err != nil && (kind == KindRunRef || IsRunRequestShaped(err)):
+		// A run tag's message may be any text, but one that is a run
+		// request with a wrong value must not silently run the default.
+		d.Problems = append(d.Problems, Problem{Ref: name, SHA: c.SHA, Commit: ev.Commit, Err: err})
 		return nil
 	case err == nil:
 		ev.Target, ev.Overrides = req.Target, req.Overrides
@@ -231,8 +237,13 @@ func detectBranch(d *Detection, t Triggers, g Graph, name string, c Ref, seenHea
 		}
 		if len(changed) > 0 {
 			for _, f := range changed {
+				target := TargetOf(f)
+				if err := taugridv1.ValidateTarget(target); err != nil {
+					d.Problems = append(d.Problems, Problem{Ref: name, SHA: c.SHA, Commit: commit.SHA, Err: fmt.Errorf("%s: %w", f, err)})
+					continue
+				}
 				d.Events = append(d.Events, Event{Kind: KindBranchChange, Ref: name, Commit: commit.SHA,
-					Target: TargetOf(f), Requester: emailOf(commit.Author), Truncated: w.truncated})
+					Target: target, Requester: emailOf(commit.Author), Truncated: w.truncated})
 			}
 			return nil
 		}

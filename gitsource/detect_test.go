@@ -98,7 +98,9 @@ func history() *graph {
 		tag("tagobj2", "c4", "annotated run").
 		tag("run1", "c3", "target: ray\noverrides: {compute.gpus: \"2\"}\nrequester: carol@example.com\n").
 		tag("run2", "c3", "target: ray\n").
-		tag("bad", "c3", "target: ../../etc\n")
+		tag("bad", "c3", "target: ../../etc\n").
+		tag("dotted", "c3", "target: exp.v2\n").
+		commit("u1", []string{"c5"}, files{"tau.yaml": "t3", "tau/ray.yaml": "r4", "tau/Exp_V2.yaml": "u1"})
 }
 
 func TestDetect(t *testing.T) {
@@ -177,7 +179,34 @@ func TestDetect(t *testing.T) {
 		"a run ref whose message is not a run request is a problem, and runs nothing": {
 			cur: RefSet{"refs/tau/runs/bad": {SHA: "bad", Peeled: "c3"}},
 			want: Detection{Problems: []Problem{
-				{Ref: "refs/tau/runs/bad", Commit: "c3", Err: ErrInvalidRunRequest},
+				{Ref: "refs/tau/runs/bad", SHA: "bad", Commit: "c3", Err: ErrInvalidRunRequest},
+			}},
+		},
+		"a run ref whose target is not a label (exp.v2) is a problem, and runs nothing": {
+			cur: RefSet{"refs/tau/runs/dotted": {SHA: "dotted", Peeled: "c3"}},
+			want: Detection{Problems: []Problem{
+				{Ref: "refs/tau/runs/dotted", SHA: "dotted", Commit: "c3", Err: ErrInvalidRunRequest},
+			}},
+		},
+		"a run tag asking for a bad target is a problem, not a run of the default": {
+			cur: RefSet{"refs/tags/run/dotted": {SHA: "dotted", Peeled: "c3"}},
+			want: Detection{Problems: []Problem{
+				{Ref: "refs/tags/run/dotted", SHA: "dotted", Commit: "c3", Err: ErrInvalidRunRequest},
+			}},
+		},
+		"a run tag with a plain message runs the default target": {
+			cur: RefSet{"refs/tags/run/plain": {SHA: "tagobj2", Peeled: "c4"}},
+			want: Detection{Events: []Event{
+				{Kind: KindRunTag, Ref: "refs/tags/run/plain", Commit: "c4", Tag: "tagobj2", Target: "default",
+					Tagger: "Alice <alice@example.com>", Requester: "alice@example.com"},
+			}},
+		},
+		"a branch commit adding tau/Exp_V2.yaml is a problem naming the file": {
+			triggers: main,
+			prev:     RefSet{"refs/heads/main": {SHA: "c5"}},
+			cur:      RefSet{"refs/heads/main": {SHA: "u1"}},
+			want: Detection{Problems: []Problem{
+				{Ref: "refs/heads/main", SHA: "u1", Commit: "u1", Err: cmpopts.AnyError},
 			}},
 		},
 		"a deleted run ref cancels its run": {
@@ -332,5 +361,16 @@ func TestBaselineKeepsRunRefsNew(t *testing.T) {
 	d, err := Detect(tr.Baseline(cur), tr.Watched(cur), tr, history())
 	if err != nil || len(d.Events) != 1 || d.Events[0].Ref != "refs/tau/runs/r1" {
 		t.Errorf("first observation = %+v, %v; want only the run ref", d, err)
+	}
+}
+
+func TestABranchTauFileThatIsNoTargetNameIsNamedInTheProblem(t *testing.T) {
+	d, err := Detect(RefSet{"refs/heads/main": {SHA: "c5"}}, RefSet{"refs/heads/main": {SHA: "u1"}}, Triggers{Branches: []string{"main"}}, history())
+	if err != nil || len(d.Problems) != 1 {
+		t.Fatalf("detection = %+v, %v; want one problem", d, err)
+	}
+	want := `tau/Exp_V2.yaml: "Exp_V2" is not a target name: want lowercase letters, digits and '-', starting and ending with a letter or digit (rename the file tau/exp-v2.yaml?)`
+	if got := d.Problems[0].Err.Error(); got != want {
+		t.Errorf("problem = %q, want %q", got, want)
 	}
 }

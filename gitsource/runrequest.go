@@ -6,12 +6,18 @@ import (
 	"regexp"
 	"strings"
 
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"go.yaml.in/yaml/v3"
 )
 
 // ErrInvalidRunRequest: a run ref's tag message is not a valid run request.
 // The user must fix it; nothing runs.
 var ErrInvalidRunRequest = errors.New("invalid run request")
+
+// errNotARequest marks messages that are not shaped like a run request at
+// all (not YAML, not a mapping, unknown fields): a run tag's message may
+// be any text, and such a message just runs the default target.
+var errNotARequest = errors.New("not a run request")
 
 // RunRequest is what `tau run` writes in the message of the annotated tag
 // it pushes as a run ref:
@@ -35,7 +41,6 @@ const (
 )
 
 var (
-	targetRe   = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$`)
 	overrideRe = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$`)
 )
 
@@ -51,14 +56,14 @@ func ParseRunRequest(msg string) (RunRequest, error) {
 	}
 	var doc yaml.Node
 	if err := yaml.Unmarshal([]byte(msg), &doc); err != nil {
-		return RunRequest{}, invalidRequest("not YAML: %s", yamlMessage(err))
+		return RunRequest{}, notARequest("not YAML: %s", yamlMessage(err))
 	}
 	if len(doc.Content) == 0 {
 		return RunRequest{Target: "default"}, nil
 	}
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
-		return RunRequest{}, invalidRequest("line %d: want a mapping with target, overrides and requester", root.Line)
+		return RunRequest{}, notARequest("line %d: want a mapping with target, overrides and requester", root.Line)
 	}
 	return parseRequestFields(root)
 }
@@ -76,15 +81,17 @@ func parseRequestFields(root *yaml.Node) (RunRequest, error) {
 		switch k.Value {
 		case "target":
 			req.Target, err = scalar(k.Value, v)
-			if err == nil && !targetRe.MatchString(req.Target) {
-				err = invalidRequest("line %d: target: %q is not a target name (tau/<target>.yaml)", v.Line, req.Target)
+			if err == nil {
+				if verr := taugridv1.ValidateTarget(req.Target); verr != nil {
+					err = invalidRequest("line %d: target: %v", v.Line, verr)
+				}
 			}
 		case "requester":
 			req.Requester, err = scalar(k.Value, v)
 		case "overrides":
 			req.Overrides, err = parseOverrides(v)
 		default:
-			err = invalidRequest("line %d: unknown field %q (want target, overrides, requester)", k.Line, k.Value)
+			err = notARequest("line %d: unknown field %q (want target, overrides, requester)", k.Line, k.Value)
 		}
 		if err != nil {
 			return RunRequest{}, err
@@ -133,6 +140,22 @@ func scalar(field string, v *yaml.Node) (string, error) {
 
 func invalidRequest(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalidRunRequest, fmt.Sprintf(format, args...))
+}
+
+func notARequest(format string, args ...any) error {
+	return shapeError{invalidRequest(format, args...)}
+}
+
+// shapeError is an invalid request that is not shaped like one.
+type shapeError struct{ error }
+
+func (e shapeError) Unwrap() []error { return []error{e.error, errNotARequest} }
+
+// IsRunRequestShaped reports whether err, from ParseRunRequest, is about a
+// message that is a run request with a wrong value, rather than text that
+// is no run request at all.
+func IsRunRequestShaped(err error) bool {
+	return errors.Is(err, ErrInvalidRunRequest) && !errors.Is(err, errNotARequest)
 }
 
 func yamlMessage(err error) string {

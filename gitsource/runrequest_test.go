@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 )
 
 func TestParseRunRequest(t *testing.T) {
@@ -33,6 +34,15 @@ func TestParseRunRequest(t *testing.T) {
 		},
 		"a target that could escape tau/": {
 			msg: "target: ../../etc/passwd\n", wantErr: `line 1: target: "../../etc/passwd" is not a target name`,
+		},
+		"a dotted target, which the API server would refuse": {
+			msg: "target: exp.v2\n", wantErr: `line 1: target: "exp.v2" is not a target name: want lowercase letters, digits and '-', starting and ending with a letter or digit (rename the file tau/exp-v2.yaml?)`,
+		},
+		"an upper-case target with an underscore": {
+			msg: "target: Exp_V2\n", wantErr: `"Exp_V2" is not a target name`,
+		},
+		"a target longer than a label": {
+			msg: "target: " + strings.Repeat("a", 64) + "\n", wantErr: "want at most 63 characters",
 		},
 		"an unknown field, likely a typo": {
 			msg: "target: ray\noverides: {a: 1}\n", wantErr: `line 2: unknown field "overides"`,
@@ -78,6 +88,24 @@ func TestParseRunRequest(t *testing.T) {
 	}
 }
 
+// A run tag's message may be prose; only a message shaped like a run
+// request with a wrong value is refused for a run tag.
+func TestRunRequestShapedErrors(t *testing.T) {
+	for msg, shaped := range map[string]bool{
+		"target: exp.v2\n":               true,
+		"overrides: {compute: {a: 1}}\n": true,
+		"Release candidate 3\n":          false,
+		"fixes: the lr schedule\n":       false,
+		"- a list\n":                     false,
+		"target: [x\n":                   false,
+	} {
+		_, err := ParseRunRequest(msg)
+		if err == nil || IsRunRequestShaped(err) != shaped {
+			t.Errorf("%q: err = %v, shaped = %v, want shaped %v", msg, err, IsRunRequestShaped(err), shaped)
+		}
+	}
+}
+
 // FuzzParseRunRequest: any tag message either parses into a request whose
 // target maps to a file under tau/ (or tau.yaml) or fails as an invalid
 // request. Nothing panics.
@@ -86,6 +114,7 @@ func FuzzParseRunRequest(f *testing.F) {
 		"target: ray\noverrides: {compute.gpus: \"2\"}\nrequester: alice@example.com\n",
 		"", "target: default\n", "overrides:\n  a.b: 1\n", "- x\n", "target: &a x\nrequester: *a\n",
 		"a: &a [*a]\n", "target: \"\\u0000\"\n", "overrides: {a: [1,2]}\n",
+		"target: exp.v2\n", "target: Exp_V2\n", "target: exp_v2\n", "target: -x\n",
 	} {
 		f.Add(seed)
 	}
@@ -96,6 +125,9 @@ func FuzzParseRunRequest(f *testing.F) {
 				t.Fatalf("error %v is not ErrInvalidRunRequest", err)
 			}
 			return
+		}
+		if err := taugridv1.ValidateTarget(req.Target); err != nil {
+			t.Fatalf("accepted a target the CRD refuses: %v", err)
 		}
 		file := TargetFile(req.Target)
 		if file != "tau.yaml" && (!strings.HasPrefix(file, "tau/") || strings.Count(file, "/") != 1 || strings.Contains(file, "..")) {

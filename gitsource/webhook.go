@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"golang.org/x/time/rate"
 	"k8s.io/utils/clock"
 )
 
@@ -62,6 +63,14 @@ type WebhookOptions struct {
 	Deliveries int
 	// DeliveryTTL is how long one is remembered. Default 1 hour.
 	DeliveryTTL time.Duration
+	// ClientRefusals and ClientBurst limit the refused requests (404, 401,
+	// 400) per client: past the burst, a client is answered 429 before
+	// any lookup until it earns budget back at ClientRefusals per second.
+	// Defaults DefaultClientRefusals and DefaultClientBurst.
+	ClientRefusals rate.Limit
+	ClientBurst    int
+	// ClientKey names the client of a request. Default RemoteClient.
+	ClientKey func(*http.Request) string
 }
 
 // WebhookHandler turns signed push and tag events from GitHub, GitLab and
@@ -70,12 +79,15 @@ type WebhookOptions struct {
 //	202 a nudge was recorded, 200 a ping, a redelivery or an event that
 //	    changes no refs, 400 a signed body that does not parse,
 //	401 a missing or wrong signature, 404 an unknown receiver,
-//	405 not a POST, 413 a body over 3 MiB, 503 the nudge failed.
+//	405 not a POST, 413 a body over 3 MiB, 429 a client past its budget
+//	of refused requests, 503 the nudge failed.
 type WebhookHandler struct {
 	receivers  Receivers
 	nudger     Nudger
 	log        logr.Logger
 	deliveries *deliveries
+	limits     *clientLimits
+	clientKey  func(*http.Request) string
 }
 
 // NewWebhookHandler builds a handler; serve it under a pattern whose last
@@ -90,8 +102,18 @@ func NewWebhookHandler(rs Receivers, n Nudger, opts WebhookOptions) *WebhookHand
 	if opts.DeliveryTTL <= 0 {
 		opts.DeliveryTTL = time.Hour
 	}
+	if opts.ClientRefusals <= 0 {
+		opts.ClientRefusals = DefaultClientRefusals
+	}
+	if opts.ClientBurst <= 0 {
+		opts.ClientBurst = DefaultClientBurst
+	}
+	if opts.ClientKey == nil {
+		opts.ClientKey = RemoteClient
+	}
 	return &WebhookHandler{receivers: rs, nudger: n, log: opts.Log,
-		deliveries: newDeliveries(opts.Deliveries, opts.DeliveryTTL, opts.Clock)}
+		deliveries: newDeliveries(opts.Deliveries, opts.DeliveryTTL, opts.Clock),
+		limits:     newClientLimits(opts.ClientRefusals, opts.ClientBurst, opts.Clock), clientKey: opts.ClientKey}
 }
 
 // NewWebhookServer wraps a handler in an http.Server with the header and
@@ -109,6 +131,20 @@ func NewWebhookServer(addr string, h http.Handler) *http.Server {
 
 // ServeHTTP implements http.Handler.
 func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	client := h.clientKey(r)
+	if h.limits.spent(client) {
+		w.Header().Set("Retry-After", "1")
+		reply(w, http.StatusTooManyRequests, "too many refused requests; try again later")
+		return
+	}
+	sw := &statusWriter{ResponseWriter: w}
+	h.handle(sw, r)
+	if refusal(sw.status) {
+		h.limits.refused(client)
+	}
+}
+
+func (h *WebhookHandler) handle(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		reply(w, http.StatusMethodNotAllowed, "POST only")

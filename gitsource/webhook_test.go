@@ -387,3 +387,68 @@ func FuzzWebhookHandler(f *testing.F) {
 		}
 	})
 }
+
+// countingReceivers counts lookups, as the reconciler's receivers would
+// count Secret reads.
+type countingReceivers struct {
+	receivers
+	mu sync.Mutex
+	n  int
+}
+
+func (c *countingReceivers) Receiver(ctx context.Context, id string) (Receiver, error) {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	return c.receivers.Receiver(ctx, id)
+}
+
+// A client that keeps getting refused is answered 429 before any lookup,
+// until it earns budget back; other clients and real deliveries go on.
+func TestWebhookHandlerLimitsRefusedRequestsPerClient(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	rs := &countingReceivers{receivers: receivers{"gh": {Forge: ForgeGitHub, RepoURL: "https://github.com/org/app.git", Secret: []byte(hookSecret)}}}
+	n := &nudges{}
+	h := NewWebhookHandler(rs, n, WebhookOptions{Clock: clk, ClientRefusals: 1, ClientBurst: 5})
+	from := func(addr string, d hookRequest) int {
+		req := httptest.NewRequest(http.MethodPost, "/hooks/"+d.id, strings.NewReader(d.body))
+		req.RemoteAddr = addr
+		for k, v := range d.header {
+			req.Header.Set(k, v)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	codes := map[int]int{}
+	for i := range 100 {
+		codes[from("203.0.113.7:4000", hookRequest{id: fmt.Sprintf("guess-%d", i), body: "{}"})]++
+	}
+	if diff := cmp.Diff(map[int]int{404: 5, 429: 95}, codes); diff != "" {
+		t.Errorf("answers to 100 guesses (-want +got):\n%s", diff)
+	}
+	if rs.n != 5 {
+		t.Errorf("100 guesses made %d lookups, want 5 (the burst)", rs.n)
+	}
+	forged := githubDelivery("push", githubPush, "f-1")
+	forged.header["X-Hub-Signature-256"] = "sha256=" + strings.Repeat("0", 64)
+	if got := from("203.0.113.7:4001", forged); got != 429 {
+		t.Errorf("a spent client with a forged signature got %d, want 429", got)
+	}
+	if got := from("198.51.100.1:5000", githubDelivery("push", githubPush, "d-1")); got != 202 {
+		t.Errorf("the forge's delivery from another address got %d, want 202", got)
+	}
+	clk.Step(time.Second)
+	if got := from("203.0.113.7:4000", hookRequest{id: "guess-again", body: "{}"}); got != 404 {
+		t.Errorf("a second later the client got %d, want one more 404", got)
+	}
+	if got := from("203.0.113.7:4000", hookRequest{id: "guess-more", body: "{}"}); got != 429 {
+		t.Errorf("then %d, want 429", got)
+	}
+	for range 50 {
+		if got := from("198.51.100.1:5000", githubDelivery("push", githubPush, fmt.Sprintf("ok-%d", clk.Now().UnixNano()))); got != 202 && got != 200 {
+			t.Fatalf("the forge's deliveries are never limited, got %d", got)
+		}
+		clk.Step(time.Millisecond)
+	}
+}

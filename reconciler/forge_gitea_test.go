@@ -360,20 +360,24 @@ func TestAGiteaWebhookAtTheReceiverPathNudgesAPoll(t *testing.T) {
 	m := startManager(t)
 	defer m.stop()
 	mux := http.NewServeMux()
-	mux.Handle("POST /hooks/{id}", gitsource.NewWebhookHandler(&WebhookReceivers{Client: k8s, Forge: gitsource.ForgeGitHub, Clock: clock.RealClock{}},
+	mux.Handle("POST /hooks/{id}", gitsource.NewWebhookHandler(&WebhookReceivers{Client: m.client, Forge: gitsource.ForgeGitHub},
 		m.nudger, gitsource.WebhookOptions{}))
 	receiver := httptest.NewServer(mux)
 	defer receiver.Close()
-	// The receiver path as the controller serves it. Once TauRepository
-	// has status.webhookPath, read it from there instead.
-	path := "/hooks/" + gitsource.WebhookID(f.ns, f.repo.Name, hookSecret)
+	// The receiver path as the repository's status publishes it, after the
+	// manager's first poll.
+	var path string
+	waitFor(t, 30*time.Second, "the manager's first poll of the Gitea repository to publish the webhook path", func() bool {
+		repo := &taugridv1.TauRepository{}
+		if k8s.Get(ctx, client.ObjectKeyFromObject(f.repo), repo) != nil || repo.Status.ObservedGeneration != repo.Generation {
+			return false
+		}
+		path = repo.Status.WebhookPath
+		return path != ""
+	})
 	if err := f.gitea.CreateHook(ctx, f.name, receiver.URL+path, string(hookSecret)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the manager's first poll of the Gitea repository", func() bool {
-		repo := &taugridv1.TauRepository{}
-		return k8s.Get(ctx, client.ObjectKeyFromObject(f.repo), repo) == nil && repo.Status.ObservedGeneration == repo.Generation
-	})
 	start := time.Now()
 	commits := f.taggedCommits("hooked", 1)
 	waitFor(t, 20*time.Second, "a run for the tag pushed to Gitea", func() bool {

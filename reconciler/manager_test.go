@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
@@ -24,6 +25,8 @@ import (
 type runningManager struct {
 	cancel context.CancelFunc
 	done   sync.WaitGroup
+	// client is the manager's cached client, indexed as the controller's.
+	client client.Client
 	// nudger is the webhook path's nudger, on the manager's cached client.
 	nudger *AnnotationNudger
 }
@@ -45,6 +48,9 @@ func startManager(t testing.TB) *runningManager {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, IndexRepositoryURL, RepositoryURL); err != nil {
 		t.Fatal(err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, IndexWebhookPath, WebhookPathOf); err != nil {
+		t.Fatal(err)
+	}
 	c, clk := mgr.GetClient(), clock.RealClock{}
 	policies := &PolicyStore{Client: c, Git: gitClient, Namespace: "default"}
 	for _, r := range []interface{ SetupWithManager(ctrl.Manager) error }{
@@ -58,7 +64,7 @@ func startManager(t testing.TB) *runningManager {
 			t.Fatal(err)
 		}
 	}
-	m := &runningManager{cancel: cancel, nudger: &AnnotationNudger{Client: c, Clock: clk}}
+	m := &runningManager{cancel: cancel, client: c, nudger: &AnnotationNudger{Client: c, Clock: clk}}
 	m.done.Add(1)
 	go func() {
 		defer m.done.Done()

@@ -238,7 +238,7 @@ func webhookResult(status int) string {
 		return "unauthorized"
 	case http.StatusNotFound:
 		return "unknown_receiver"
-	case http.StatusMethodNotAllowed, http.StatusRequestEntityTooLarge:
+	case http.StatusMethodNotAllowed, http.StatusRequestEntityTooLarge, http.StatusTooManyRequests:
 		return "refused"
 	}
 	return "error"

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 )
 
 // Labels on TauRuns that let the repository reconciler find a run by its
@@ -14,23 +16,27 @@ const (
 )
 
 // maxRunName keeps a run's name short enough for everything derived from
-// it: its Job "<run>-<attempt>" and that Job's pods "<job>-<index>-<5 chars>"
-// must stay within 63 characters, and a RayJob "<run>-<attempt>" within
-// KubeRay's 47 (attempts go up to 101).
-const maxRunName = 43
+// it (see taugridv1.MaxRunNameLength, which the CRD enforces).
+const maxRunName = taugridv1.MaxRunNameLength
 
 // RunName is the deterministic name of the TauRun for one trigger:
 // (repository, ref, commit, target) always gives the same name, so a run is
 // created at most once, whatever restarts or duplicate deliveries happen.
-// It reads "<repository>-<target>-<hash>", shortened to fit.
+// It reads "<repository>-<target>-<hash>", shortened to fit, and is always
+// a DNS-1123 label (taugridv1.ValidateRunName): a repository named
+// "exp.v2" gives "exp-v2-<hash>".
 func RunName(repository, ref, commit, target string) string {
 	sum := sha256.Sum256([]byte(repository + "\x00" + ref + "\x00" + commit + "\x00" + target))
 	hash := hex.EncodeToString(sum[:])[:10]
-	prefix := trimName(repository, 24)
-	if target != "" && target != "default" {
-		prefix += "-" + trimName(target, 12)
+	parts := []string{taugridv1.SuggestLabel(repository, 24)}
+	if target != "default" {
+		parts = append(parts, taugridv1.SuggestLabel(target, 12))
 	}
-	return trimName(prefix, maxRunName-len(hash)-1) + "-" + hash
+	prefix := trimName(strings.Trim(strings.Join(parts, "-"), "-"), maxRunName-len(hash)-1)
+	if prefix == "" {
+		prefix = "run"
+	}
+	return prefix + "-" + hash
 }
 
 // RefHash is a label-safe digest of a ref name.

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/render"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -33,5 +34,23 @@ func TestRunNameIsDeterministicDistinctAndShort(t *testing.T) {
 	}
 	if !strings.HasPrefix(RunName("research", "r", commit, "ray"), "research-ray-") {
 		t.Errorf("names should read repository-target-hash, got %s", RunName("research", "r", commit, "ray"))
+	}
+}
+
+// Whatever a repository or target is called, the run's name is one the
+// CRD accepts (the API server's half of this is in the fuzz corpus test).
+func TestRunNamesAreLabelsWhateverTheInputs(t *testing.T) {
+	commit := strings.Repeat("c", 40)
+	for _, in := range [][2]string{
+		{"exp.v2", "default"}, {"Research.Team", "Exp_V2"}, {"...", "..."}, {"a", "-"}, {"x--", "--y"},
+		{strings.Repeat("é", 40), "ray"}, {"research", strings.Repeat("t", 63)},
+	} {
+		n := RunName(in[0], "refs/tau/runs/r", commit, in[1])
+		if err := taugridv1.ValidateRunName(n); err != nil || len(validation.IsDNS1123Label(n)) > 0 {
+			t.Errorf("RunName(%q, %q) = %q: %v", in[0], in[1], n, err)
+		}
+	}
+	if got := RunName("exp.v2", "r", commit, "default"); !strings.HasPrefix(got, "exp-v2-") {
+		t.Errorf("a dotted repository should read exp-v2-<hash>, got %s", got)
 	}
 }

@@ -36,6 +36,8 @@ const (
 	ReasonWaitingPolicy  = "WaitingForPolicy"
 	ReasonInvalidTrigger = "InvalidTriggers"
 	ReasonValidateFailed = "PullRequestValidationFailed"
+	// ReasonRunRefused: the API server refused the TauRun a ref requests.
+	ReasonRunRefused = "RunRefused"
 )
 
 // RepositoryReconciler polls a research repository and turns what changed
@@ -76,6 +78,9 @@ func (r *RepositoryReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 			}
 		}
 	}()
+	if err := r.reconcileWebhook(ctx, repo); err != nil {
+		return reconcile.Result{}, err
+	}
 	remote, ok, err := r.reconcileAccess(ctx, repo)
 	if !ok || err != nil {
 		return reconcile.Result{RequeueAfter: jitter(repo.Spec.Interval.Duration)}, err
@@ -142,17 +147,24 @@ func (r *RepositoryReconciler) reconcilePoll(ctx context.Context, repo *taugridv
 	if err != nil {
 		return r.gitFailed(repo, err)
 	}
+	keepRefused(repo, res.Refs)
 	started := 0
 	for _, ev := range res.Events {
 		n, err := r.handle(ctx, repo, ev)
+		var refused *refusedRun
+		if errors.As(err, &refused) {
+			r.refuse(repo, gitsource.Problem{Ref: ev.Ref, SHA: res.Refs[ev.Ref].SHA, Commit: ev.Commit, Err: refused}, ReasonRunRefused)
+			continue
+		}
 		if err != nil {
 			return err
 		}
 		started += n
 	}
 	for _, p := range res.Problems {
-		r.Recorder.Eventf(repo, nil, corev1.EventTypeWarning, ReasonBadRunRequest, "Poll", "%s at %s: %v", p.Ref, short(p.Commit), p.Err)
+		r.refuse(repo, p, ReasonBadRunRequest)
 	}
+	r.setRefusedCondition(repo)
 	refs := observedRefs(res.Refs)
 	// An idle poll writes nothing: with thousands of repositories, a status
 	// write per poll would load the API server for no news. The poll time
@@ -166,7 +178,11 @@ func (r *RepositoryReconciler) reconcilePoll(ctx context.Context, repo *taugridv
 	repo.Status.ObservedRefs = refs
 	repo.Status.RefCount = len(res.Refs)
 	apimeta.RemoveStatusCondition(&repo.Status.Conditions, taugridv1.ConditionStalled)
-	r.setCondition(repo, taugridv1.ConditionReady, metav1.ConditionTrue, ReasonPolled, fmt.Sprintf("watching %d refs", len(res.Refs)))
+	ready := fmt.Sprintf("watching %d refs", len(res.Refs))
+	if n := len(repo.Status.RefusedRefs); n > 0 {
+		ready += fmt.Sprintf("; %d refused (condition %s)", n, taugridv1.ConditionRefsRefused)
+	}
+	r.setCondition(repo, taugridv1.ConditionReady, metav1.ConditionTrue, ReasonPolled, ready)
 	if started > 0 {
 		r.Recorder.Eventf(repo, nil, corev1.EventTypeNormal, ReasonPolled, "Poll", "%d runs requested", started)
 	}
@@ -225,9 +241,14 @@ func (r *RepositoryReconciler) handle(ctx context.Context, repo *taugridv1.TauRe
 	if err := r.verifySignature(ctx, repo, ev, run); err != nil {
 		return 0, err
 	}
-	if err := r.Create(ctx, run); apierrors.IsAlreadyExists(err) {
+	err := r.Create(ctx, run)
+	switch {
+	case apierrors.IsAlreadyExists(err):
 		return 0, nil
-	} else if err != nil {
+	case apierrors.IsInvalid(err) || apierrors.IsBadRequest(err):
+		// Terminal for this ref only: no retry makes the server accept it.
+		return 0, &refusedRun{name: run.Name, err: err}
+	case err != nil:
 		return 0, fmt.Errorf("creating TauRun %s: %w", run.Name, err)
 	}
 	r.Recorder.Eventf(repo, run, corev1.EventTypeNormal, ReasonRunRequested, "Poll", "%s %s at %s requests target %s: TauRun %s",

@@ -110,6 +110,7 @@ type RepositoryNudger interface {
 //	GET  /api/v1/namespaces/{ns}/runs/{run}/diagnosis
 //	GET  /api/v1/namespaces/{ns}/queue
 //	POST /api/v1/namespaces/{ns}/nudge  {"repository": "<clone URL>"}
+//	GET  /api/v1/whoami                  the token's namespace
 type RunsAPI struct {
 	// Client reads runs, pods and Kueue objects (the manager's cache);
 	// APIReader reads Secrets and events around it.
@@ -129,7 +130,34 @@ func (a *RunsAPI) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/runs/{run}/diagnosis", a.tenant(a.diagnosis))
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/queue", a.tenant(a.queue))
 	mux.HandleFunc("POST /api/v1/namespaces/{ns}/nudge", a.tenant(a.nudge))
+	mux.HandleFunc("GET /api/v1/whoami", a.whoami)
 	return mux
+}
+
+// Identity is what GET /api/v1/whoami answers: the namespace (the team)
+// the request's token reads, so a CLI with only a URL and a token needs no
+// -n.
+type Identity struct {
+	SchemaVersion int    `json:"schema_version"`
+	Namespace     string `json:"namespace"`
+}
+
+// whoami names the namespace of the request's token.
+func (a *RunsAPI) whoami(w http.ResponseWriter, r *http.Request) {
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		apiError(w, http.StatusUnauthorized, "missing bearer token: set TAU_TOKEN to your team's API token")
+		return
+	}
+	ns, err := a.Tokens.NamespaceOf(r.Context(), strings.TrimSpace(token))
+	switch {
+	case err != nil:
+		apiError(w, http.StatusServiceUnavailable, "cannot check tokens now; try again")
+	case ns == "":
+		apiError(w, http.StatusUnauthorized, "invalid token")
+	default:
+		writeJSON(w, Identity{SchemaVersion: 1, Namespace: ns})
+	}
 }
 
 // tenant authenticates the request's token for the path's namespace.

@@ -3,7 +3,6 @@ package reconciler
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
@@ -23,97 +22,112 @@ func RepositoryURL(o client.Object) []string {
 	return []string{o.(*taugridv1.TauRepository).Spec.URL}
 }
 
-// WebhookReceivers finds the TauRepository a webhook delivery is for: its
-// receiver ID is derived from the repository's webhook secret. Secrets are
-// read from the API server, not a cache, so it remembers which repository
-// each ID belonged to at its last scan: a delivery costs one Secret read,
-// and an unknown ID a scan of every webhook repository, at most one per
-// rescanEvery (IDs are unguessable; an unknown one is a new repository or
-// a stranger, and polling covers the new repository meanwhile).
-type WebhookReceivers struct {
-	Client client.Reader
-	Forge  gitsource.Forge
-	Clock  clock.PassiveClock
+// WebhookPathPrefix is where the webhook receiver serves repositories:
+// <prefix><id>, with id = gitsource.WebhookID.
+const WebhookPathPrefix = "/hooks/"
 
-	mu       sync.Mutex
-	ids      map[string]types.NamespacedName // receiver ID -> repository, as of the last scan
-	lastScan time.Time
+// IndexWebhookPath indexes TauRepositories by status.webhookPath, so a
+// delivery finds its repository in the cache, without reading any Secret.
+const IndexWebhookPath = "status.webhookPath"
+
+// WebhookPathOf is the index function for IndexWebhookPath.
+func WebhookPathOf(o client.Object) []string {
+	if p := o.(*taugridv1.TauRepository).Status.WebhookPath; p != "" {
+		return []string{p}
+	}
+	return nil
 }
 
-// rescanEvery bounds full scans for unknown receiver IDs.
-const rescanEvery = 5 * time.Second
+// reconcileWebhook publishes the repository's receiver path in
+// status.webhookPath, read from its webhook Secret, so the receiver finds
+// it there and people know what URL to give the forge. A missing Secret
+// clears the path (deliveries are refused; polling goes on) and raises a
+// Warning when the path goes away or on the first poll.
+func (r *RepositoryReconciler) reconcileWebhook(ctx context.Context, repo *taugridv1.TauRepository) error {
+	if repo.Spec.Webhook == nil {
+		repo.Status.WebhookPath = ""
+		return nil
+	}
+	name := repo.Spec.Webhook.SecretRef.Name
+	var s corev1.Secret
+	err := r.Get(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: name}, &s)
+	if client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("reading webhook Secret %s: %w", name, err)
+	}
+	path, missing := "", fmt.Sprintf("Secret %s/%s does not exist", repo.Namespace, name)
+	if token := s.Data[SecretToken]; err == nil && len(token) > 0 {
+		path = WebhookPathPrefix + gitsource.WebhookID(repo.Namespace, repo.Name, token)
+	} else if err == nil {
+		missing = fmt.Sprintf("Secret %s/%s has no key %q", repo.Namespace, name, SecretToken)
+	}
+	if path == "" && (repo.Status.WebhookPath != "" || repo.Status.LastPollTime == nil) {
+		r.Recorder.Eventf(repo, nil, corev1.EventTypeWarning, ReasonMissingSecret, "Webhook",
+			"spec.webhook.secretRef: %s: webhook deliveries are refused until it does; polling goes on", missing)
+	}
+	repo.Status.WebhookPath = path
+	return nil
+}
+
+// WebhookReceivers finds the TauRepository a webhook delivery is for, by
+// the receiver path each repository publishes in status.webhookPath,
+// looked up in the manager's cache (IndexWebhookPath). An ID no repository
+// publishes is answered from the cache alone: strangers cost no Secret
+// read. A published ID costs one Secret read (the HMAC key), and is
+// refused if the Secret no longer gives that ID (rotated since the last
+// poll). The webhook handler's per-client limit bounds the rest.
+type WebhookReceivers struct {
+	// Client lists TauRepositories from a cache indexed by
+	// IndexWebhookPath and reads Secrets from the API server.
+	Client client.Reader
+	Forge  gitsource.Forge
+}
 
 // Receiver implements gitsource.Receivers.
 func (w *WebhookReceivers) Receiver(ctx context.Context, id string) (gitsource.Receiver, error) {
-	w.mu.Lock()
-	key, known := w.ids[id]
-	scan := !known && (w.ids == nil || w.Clock.Now().Sub(w.lastScan) >= rescanEvery)
-	w.mu.Unlock()
-	if known {
-		repo := &taugridv1.TauRepository{}
-		if err := w.Client.Get(ctx, key, repo); client.IgnoreNotFound(err) != nil {
-			return gitsource.Receiver{}, err
-		} else if err == nil {
-			if rc, ok := w.receiverOf(ctx, repo, id); ok {
-				return rc, nil
-			}
-		}
-		scan = true // the repository or its secret changed
-	}
-	if !scan {
+	if !isWebhookID(id) {
 		return gitsource.Receiver{}, fmt.Errorf("receiver %w", gitsource.ErrNotFound)
 	}
-	return w.rescan(ctx, id)
-}
-
-// rescan reads every webhook repository's secret and remembers its ID.
-func (w *WebhookReceivers) rescan(ctx context.Context, id string) (gitsource.Receiver, error) {
 	var repos taugridv1.TauRepositoryList
-	if err := w.Client.List(ctx, &repos); err != nil {
+	if err := w.Client.List(ctx, &repos, client.MatchingFields{IndexWebhookPath: WebhookPathPrefix + id}); err != nil {
 		return gitsource.Receiver{}, err
 	}
-	ids := map[string]types.NamespacedName{}
-	found, ok := gitsource.Receiver{}, false
 	for i := range repos.Items {
 		repo := &repos.Items[i]
-		secret := w.secretOf(ctx, repo)
-		if len(secret) == 0 {
-			continue
+		secret, err := w.secretOf(ctx, repo)
+		if err != nil {
+			return gitsource.Receiver{}, err
 		}
-		rid := gitsource.WebhookID(repo.Namespace, repo.Name, secret)
-		ids[rid] = client.ObjectKeyFromObject(repo)
-		if rid == id {
-			found, ok = w.receiver(repo, secret), true
+		if len(secret) > 0 && gitsource.WebhookID(repo.Namespace, repo.Name, secret) == id {
+			return w.receiver(repo, secret), nil
 		}
 	}
-	w.mu.Lock()
-	w.ids, w.lastScan = ids, w.Clock.Now()
-	w.mu.Unlock()
-	if !ok {
-		return gitsource.Receiver{}, fmt.Errorf("receiver %w", gitsource.ErrNotFound)
-	}
-	return found, nil
+	return gitsource.Receiver{}, fmt.Errorf("receiver %w", gitsource.ErrNotFound)
 }
 
-// receiverOf is the repository's receiver if id is still its ID.
-func (w *WebhookReceivers) receiverOf(ctx context.Context, repo *taugridv1.TauRepository, id string) (gitsource.Receiver, bool) {
-	secret := w.secretOf(ctx, repo)
-	if len(secret) == 0 || gitsource.WebhookID(repo.Namespace, repo.Name, secret) != id {
-		return gitsource.Receiver{}, false
+// isWebhookID: IDs are hex SHA-256 digests; anything else is not looked up.
+func isWebhookID(id string) bool {
+	if len(id) != 64 {
+		return false
 	}
-	return w.receiver(repo, secret), true
+	for _, c := range id {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // secretOf reads a repository's webhook secret; nil without one.
-func (w *WebhookReceivers) secretOf(ctx context.Context, repo *taugridv1.TauRepository) []byte {
+func (w *WebhookReceivers) secretOf(ctx context.Context, repo *taugridv1.TauRepository) ([]byte, error) {
 	if repo.Spec.Webhook == nil {
-		return nil
+		return nil, nil
 	}
 	var s corev1.Secret
-	if err := w.Client.Get(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: repo.Spec.Webhook.SecretRef.Name}, &s); err != nil {
-		return nil
+	err := w.Client.Get(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: repo.Spec.Webhook.SecretRef.Name}, &s)
+	if err != nil {
+		return nil, client.IgnoreNotFound(err)
 	}
-	return s.Data[SecretToken]
+	return s.Data[SecretToken], nil
 }
 
 func (w *WebhookReceivers) receiver(repo *taugridv1.TauRepository, secret []byte) gitsource.Receiver {

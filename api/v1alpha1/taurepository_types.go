@@ -140,6 +140,59 @@ type TauRepositoryStatus struct {
 	// LastHandledNudge is the value of the nudge annotation last acted on.
 	// +optional
 	LastHandledNudge string `json:"lastHandledNudge,omitempty"`
+
+	// WebhookPath is where the controller's webhook receiver serves this
+	// repository, e.g. /hooks/<id>: add the receiver's host and this path
+	// as the forge's webhook URL. Derived from the webhook secret, so it
+	// changes when the secret does; empty without spec.webhook or while
+	// its Secret is missing.
+	// +optional
+	WebhookPath string `json:"webhookPath,omitempty"`
+
+	// RefusedRefs are run tags, run refs and branch commits that request a
+	// run that cannot be created as asked (a bad run request, a target
+	// that is not a valid name, a TauRun the API server refused), newest
+	// first, at most MaxRefusedRefs. Each stays until its ref is deleted
+	// or moves; polling goes on meanwhile.
+	// +listType=map
+	// +listMapKey=ref
+	// +kubebuilder:validation:MaxItems=20
+	// +optional
+	RefusedRefs []RefusedRef `json:"refusedRefs,omitempty"`
+
+	// ReportedRefusals are the refused refs ("<ref>@<sha>") whose failure
+	// status was posted to the forge, so none is posted twice. Written
+	// only by the forge reporter.
+	// +kubebuilder:validation:MaxItems=20
+	// +optional
+	ReportedRefusals []string `json:"reportedRefusals,omitempty"`
+}
+
+// ConditionRefsRefused is True while status.refusedRefs lists refs that
+// requested runs TauGrid will not start; its message names them (bounded).
+const ConditionRefsRefused = "RefsRefused"
+
+// MaxRefusedRefs bounds status.refusedRefs: a push of a thousand bad refs
+// must not grow the status past etcd's object limit.
+const MaxRefusedRefs = 20
+
+// RefusedRef is a ref that requests a run TauGrid will not start, and why.
+type RefusedRef struct {
+	// Ref is the full ref name, e.g. refs/tau/runs/r-20261130-101500-3f9a2c.
+	// +kubebuilder:validation:MaxLength=4096
+	Ref string `json:"ref"`
+	// SHA is the object the ref named when refused (a commit or an
+	// annotated tag); a ref that moves is judged anew.
+	SHA string `json:"sha"`
+	// Commit is the commit the ref requests a run of.
+	Commit string `json:"commit"`
+	// Reason is a CamelCase reason, e.g. BadRunRequest or RunRefused.
+	Reason string `json:"reason"`
+	// Message says what is wrong and what to change, in one line.
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message"`
+	// Time is when it was refused.
+	Time metav1.Time `json:"time"`
 }
 
 // ObservedRef is where a ref pointed when last seen.
@@ -159,6 +212,7 @@ type ObservedRef struct {
 // +kubebuilder:printcolumn:name="URL",type=string,JSONPath=`.spec.url`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Last Poll",type=date,JSONPath=`.status.lastPollTime`
+// +kubebuilder:printcolumn:name="Webhook Path",type=string,JSONPath=`.status.webhookPath`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
 // TauRepository is a research repo whose run tags, run refs and tau file

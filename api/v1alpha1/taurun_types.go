@@ -47,7 +47,8 @@ type TauRunSpec struct {
 	// +kubebuilder:validation:Pattern=`^[0-9a-f]{40}$`
 	Commit string `json:"commit"`
 
-	// Target is "default" (tau.yaml) or the name of tau/<target>.yaml.
+	// Target is "default" (tau.yaml) or the name of tau/<target>.yaml: a
+	// DNS-1123 label (LabelPattern, MaxTargetLength).
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +kubebuilder:validation:MaxLength=63
 	Target string `json:"target"`
@@ -262,6 +263,7 @@ type ForgeStatus struct {
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 43 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="a TauRun's name must be a DNS-1123 label of at most 43 characters (its Job, pods and RayJob are named after it)"
 
 // TauRun is one requested run of a tau file at a commit. The controller
 // creates exactly one per (repository, ref, commit, target).

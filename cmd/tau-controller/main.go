@@ -146,6 +146,9 @@ func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, reconciler.IndexRepositoryURL, reconciler.RepositoryURL); err != nil {
 		return err
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, reconciler.IndexWebhookPath, reconciler.WebhookPathOf); err != nil {
+		return err
+	}
 	forgeMetrics, err := forge.NewMetrics(crmetrics.Registry)
 	if err != nil {
 		return err
@@ -161,6 +164,7 @@ func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 			Policies: policies, Sources: sources, Clock: clk, Recorder: mgr.GetEventRecorder("tau-run"), Evidence: ev},
 		ev,
 		forges,
+		&reconciler.RefusalReporter{Client: c, Forge: forges, Recorder: mgr.GetEventRecorder("tau-forge")},
 	}
 	for _, s := range steps {
 		if err := s.SetupWithManager(mgr); err != nil {
@@ -205,8 +209,8 @@ func setupServers(mgr manager.Manager, sources *reconciler.Sources, clientset ku
 	}
 	nudger := &reconciler.AnnotationNudger{Client: c, Clock: clock.RealClock{}}
 	hooks := http.NewServeMux()
-	hooks.Handle("POST /hooks/{id}", webhookMetrics.Wrap(gitsource.NewWebhookHandler(
-		&reconciler.WebhookReceivers{Client: c, Forge: gitsource.ForgeGitHub, Clock: clock.RealClock{}}, nudger,
+	hooks.Handle("POST "+reconciler.WebhookPathPrefix+"{id}", webhookMetrics.Wrap(gitsource.NewWebhookHandler(
+		&reconciler.WebhookReceivers{Client: c, Forge: gitsource.ForgeGitHub}, nudger,
 		gitsource.WebhookOptions{Log: ctrl.Log.WithName("webhook")})))
 	servers := []*http.Server{
 		gitsource.NewWebhookServer(o.webhookAddr, hooks),

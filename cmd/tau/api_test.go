@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"net/http/httptest"
@@ -18,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/spf13/cobra"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/gitsource/gittest"
 	"github.com/taugrid/taugrid/reconciler"
 	"github.com/taugrid/taugrid/render"
 	"github.com/taugrid/taugrid/test/controlplane"
@@ -310,4 +312,83 @@ func TestFollowingARunInATerminalRedrawsALiveView(t *testing.T) {
 			t.Errorf("the terminal lacks %q:\n%q", want, got)
 		}
 	}
+}
+
+// `tau run --wait` with only TAU_API_URL and TAU_TOKEN: no -n, no
+// .tau/config.yaml, no kubeconfig. The CLI learns its team from the token
+// (GET /api/v1/whoami) and follows the run to its end.
+func TestRunWaitNeedsOnlyTheAPIURLAndTheToken(t *testing.T) {
+	f := newAPIFixture(t)
+	r := newResearcher(t)
+	t.Setenv("TAU_API_URL", f.url)
+	commit := r.head()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	controller := make(chan error, 1)
+	go func() { controller <- standInController(ctx, f.c, r, commit) }()
+	var stdout, stderrBuf strings.Builder
+	cmd := newRootCmd(&stdout, &stderrBuf)
+	cmd.SetArgs([]string{"run", "--wait", "--dir", r.work})
+	err := cmd.ExecuteContext(ctx) // a run never found stops following at the deadline
+	out, stderr := stdout.String(), stderrBuf.String()
+	if err := <-controller; err != nil {
+		t.Fatal(err)
+	}
+	if err != nil {
+		t.Fatalf("tau run --wait: %v\n%s%s", err, out, stderr)
+	}
+	for _, want := range []string{"Run r-", "requested: tau.yaml at " + commit[:12], "Following it", "Succeeded"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("tau run --wait lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out+stderr, "no namespace") {
+		t.Errorf("asked for a namespace the token names:\n%s%s", out, stderr)
+	}
+
+	src, err := openSource(&statusOptions{APIURL: f.url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.List(context.Background()); err != nil || src.Namespace() != "team-a" {
+		t.Errorf("a source without -n reads namespace %q (%v), want team-a, the token's", src.Namespace(), err)
+	}
+	t.Setenv("TAU_TOKEN", "guess")
+	if _, _, err := tau(t, "list", "--api-url", f.url); err == nil || exitCode(err) != exitUsage || !strings.Contains(err.Error(), "refused the token: invalid token") {
+		t.Errorf("a wrong token without -n: %v (exit %d), want the API's refusal", err, exitCode(err))
+	}
+}
+
+// standInController does what the repository and run reconcilers would
+// for the one run ref `tau run` pushes: a TauRun that succeeds.
+func standInController(ctx context.Context, c client.Client, r *researcher, commit string) error {
+	var ref string
+	for ref == "" {
+		out, err := gittest.Git(r.env, "", nil, "-C", r.work, "ls-remote", "origin", "refs/tau/runs/*")
+		if err != nil {
+			return err
+		}
+		first, _, _ := strings.Cut(strings.TrimSpace(out), "\n")
+		if _, name, ok := strings.Cut(first, "\t"); ok {
+			ref = strings.TrimSuffix(name, "^{}")
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no run ref pushed: %w", ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	run := &taugridv1.TauRun{
+		ObjectMeta: metav1.ObjectMeta{Name: reconciler.RunName("research", ref, commit, "default"), Namespace: "team-a",
+			Labels: map[string]string{reconciler.LabelRefHash: reconciler.RefHash(ref)}},
+		Spec: taugridv1.TauRunSpec{Repository: "research", Commit: commit, Target: "default",
+			Trigger: taugridv1.Trigger{Kind: taugridv1.TriggerRunRef, Ref: ref}},
+	}
+	if err := c.Create(ctx, run); err != nil {
+		return err
+	}
+	now := metav1.Now()
+	run.Status = taugridv1.TauRunStatus{Phase: taugridv1.PhaseSucceeded, Message: "succeeded",
+		Phases: []taugridv1.PhaseTransition{{Phase: taugridv1.PhasePending, Time: now}, {Phase: taugridv1.PhaseSucceeded, Time: now}}}
+	return c.Status().Update(ctx, run)
 }

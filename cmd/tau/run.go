@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/render"
 	"go.yaml.in/yaml/v3"
 )
@@ -77,6 +78,9 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	target := o.Target
 	if target == "" {
 		target = "default"
+	}
+	if err := taugridv1.ValidateTarget(target); err != nil {
+		return usageError{fmt.Errorf("tau run %s: %w", target, err)}
 	}
 	overrides, err := parseSets(o.Set)
 	if err != nil {

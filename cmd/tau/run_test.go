@@ -214,6 +214,13 @@ func TestRunFailsCleanlyWithOneLineAndItsExitCode(t *testing.T) {
 		{"not a git repository", nil, []string{"run", "--dir", t.TempDir()}, exitUsage, "not in a git repository"},
 		{"no such remote", nil, []string{"run", "--dir", r.work, "--remote", "upstream"}, exitUsage, "no remote upstream"},
 		{"a malformed --set", nil, []string{"run", "--dir", r.work, "--set", "gpus"}, exitUsage, "want field.path=value"},
+		{"a target the cluster would refuse", func() {
+			if err := os.WriteFile(filepath.Join(r.work, "tau", "exp.v2.yaml"), []byte("placeholder\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			r.git("-C", r.work, "add", "-A")
+			r.git("-C", r.work, "commit", "--quiet", "-m", "a dotted target")
+		}, []string{"run", "exp.v2", "--dir", r.work}, exitUsage, `"exp.v2" is not a target name: want lowercase letters, digits and '-', starting and ending with a letter or digit (rename the file tau/exp-v2.yaml?)`},
 		{"the network down", func() { r.git("-C", r.work, "remote", "add", "down", "http://127.0.0.1:1/research.git") },
 			[]string{"run", "--dir", r.work, "--remote", "down"}, exitUnreachable, "cannot reach remote down"},
 		{"a protected ref namespace", protect, []string{"run", "--dir", r.work}, exitUsage, "remote origin refused the run ref"},

@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -63,9 +64,7 @@ func openSource(o *statusOptions) (runSource, error) {
 	apiURL := firstOf(o.APIURL, os.Getenv("TAU_API_URL"), project.APIURL)
 	ns := firstOf(o.Namespace, project.Namespace)
 	if apiURL != "" && o.Kubeconfig == "" {
-		if ns == "" {
-			return nil, usageError{errors.New("no namespace: pass -n <your team's namespace> or run `tau init`")}
-		}
+		// Without -n, the API names the token's namespace (whoami).
 		token := os.Getenv("TAU_TOKEN")
 		if token == "" {
 			return nil, usageError{errors.New("no API token: export TAU_TOKEN (your platform team issues one per team)")}
@@ -90,14 +89,56 @@ func firstOf(vs ...string) string {
 
 // apiSource reads the controller's runs API.
 type apiSource struct {
-	base, token, ns string
-	http            *http.Client
+	base, token string
+	http        *http.Client
+
+	mu sync.Mutex
+	ns string // "" until asked of the API
 }
 
-func (a *apiSource) Namespace() string { return a.ns }
+func (a *apiSource) Namespace() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ns
+}
+
+// namespace is the namespace given, else the one the API says the token
+// reads.
+func (a *apiSource) namespace(ctx context.Context) (string, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ns != "" {
+		return a.ns, nil
+	}
+	resp, err := a.send(ctx, http.MethodGet, a.base+"/api/v1/whoami", nil)
+	if err != nil {
+		var nf notFoundError
+		if errors.As(err, &nf) { // a controller older than whoami
+			return "", usageError{errors.New("no namespace: pass -n <your team's namespace> or run `tau init` (this TauGrid API cannot tell a token's team)")}
+		}
+		return "", err
+	}
+	defer resp.Body.Close()
+	var id reconciler.Identity
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&id); err != nil || id.Namespace == "" {
+		return "", unreachableError{fmt.Errorf("the TauGrid API at %s did not name the token's namespace; pass -n", a.base)}
+	}
+	a.ns = id.Namespace
+	return a.ns, nil
+}
 
 func (a *apiSource) do(ctx context.Context, method, path string, body io.Reader) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, a.base+"/api/v1/namespaces/"+url.PathEscape(a.ns)+path, body)
+	ns, err := a.namespace(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return a.send(ctx, method, a.base+"/api/v1/namespaces/"+url.PathEscape(ns)+path, body)
+}
+
+// send makes one authenticated request and turns refusals into errors
+// with the CLI's exit codes.
+func (a *apiSource) send(ctx context.Context, method, u string, body io.Reader) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
 	if err != nil {
 		return nil, err
 	}

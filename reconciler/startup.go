@@ -27,8 +27,8 @@ func running(o Observed) bool {
 		return false
 	}
 	want, up := wantedPods(o), 0
-	for _, p := range entrypointPods(o) {
-		if podRunning(&p) {
+	for i := range o.Pods {
+		if p := &o.Pods[i]; runsEntrypoint(o, p) && podRunning(p) {
 			up++
 		}
 	}
@@ -59,17 +59,15 @@ func wantedPods(o Observed) int {
 	return 0
 }
 
-// entrypointPods are the attempt's pods that run the entrypoint: for a
-// RayJob its head and workers, not the submitter, which only hands the
-// job over.
-func entrypointPods(o Observed) []corev1.Pod {
+// runsEntrypoint is a pod of the attempt that runs the entrypoint: any
+// pod of a Job; for a RayJob its head and workers, not the submitter,
+// which only hands the job over.
+func runsEntrypoint(o Observed, p *corev1.Pod) bool {
 	if o.RayJob == nil {
-		return o.Pods
+		return true
 	}
-	return slices.DeleteFunc(slices.Clone(o.Pods), func(p corev1.Pod) bool {
-		t := p.Labels[rayNodeType]
-		return t != "head" && t != "worker"
-	})
+	t := p.Labels[rayNodeType]
+	return t == "head" || t == "worker"
 }
 
 // podRunning is a pod whose every container runs, and that is not going.
@@ -92,31 +90,36 @@ func podRunning(p *corev1.Pod) bool {
 // init container or a container that fails (held), or else how far the
 // pods are.
 func startingMessage(o Observed) (msg string, held bool) {
-	pods := entrypointPods(o)
-	if _, reason, ok := startFailure(pods); ok {
+	// Any pod can hold the attempt, a Ray job's submitter too.
+	if _, reason, ok := startFailure(o.Pods); ok {
 		return "admitted, not starting: " + reason, true
 	}
-	return startingProgress(o, pods), false
+	return startingProgress(o), false
 }
 
 // startingProgress says how far the pods of an admitted attempt that
 // nothing holds have come.
-func startingProgress(o Observed, pods []corev1.Pod) string {
-	want := wantedPods(o)
-	if len(pods) == 0 {
+func startingProgress(o Observed) string {
+	want, have := wantedPods(o), 0
+	counts := map[string]int{}
+	up := 0
+	for i := range o.Pods {
+		p := &o.Pods[i]
+		switch {
+		case !runsEntrypoint(o, p):
+		case podRunning(p):
+			have++
+			up++
+		default:
+			have++
+			counts[podWait(p)]++
+		}
+	}
+	if have == 0 {
 		if o.RayJob != nil {
 			return fmt.Sprintf("admitted; KubeRay is creating the Ray cluster (0 of %d pods)", want)
 		}
 		return fmt.Sprintf("admitted; the Job is creating its pods (0 of %d)", want)
-	}
-	counts := map[string]int{}
-	up := 0
-	for i := range pods {
-		if podRunning(&pods[i]) {
-			up++
-			continue
-		}
-		counts[podWait(&pods[i])]++
 	}
 	if up >= want && o.RayJob != nil {
 		return fmt.Sprintf("Ray cluster up (%d of %d pods running); submitting the Ray job", up, want)
@@ -125,7 +128,7 @@ func startingProgress(o Observed, pods []corev1.Pod) string {
 	for _, k := range slices.Sorted(maps.Keys(counts)) {
 		parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
 	}
-	if missing := want - len(pods); missing > 0 {
+	if missing := want - have; missing > 0 {
 		parts = append(parts, fmt.Sprintf("%d not created yet", missing))
 	}
 	return fmt.Sprintf("admitted, starting: %d of %d pods running (%s)", up, want, strings.Join(parts, ", "))

@@ -137,7 +137,7 @@ func TestPlatformRepoDrivesQueuesAndKeepsTheLastGoodPolicy(t *testing.T) {
 			"profiles.yaml", "max_gpus: 1\n", "max_gpus: [1\n", "profiles.yaml:",
 		},
 		"an unknown profile reference": {
-			"tenants.yaml", "default_profile: cpu\n", "default_profile: tpu-v5\n", `tenants.yaml:18:20: tenants[1].default_profile: unknown profile "tpu-v5"`,
+			"tenants.yaml", "default_profile: cpu\n", "default_profile: tpu-v5\n", `tenants.yaml:22:20: tenants[1].default_profile: unknown profile "tpu-v5"`,
 		},
 		"a negative quota Kueue would reject": {
 			"kueue/cluster-queues.yaml", `nominalQuota: "96"`, `nominalQuota: "-96"`, "ClusterQueue team-a",

@@ -161,7 +161,7 @@ func TestSourceArchivesAreServedOnlyToTheirRunsInitContainer(t *testing.T) {
 // team b, its pods, tokens of the wrong audience or of no pod, pods of
 // another run, and the run's own pod once the run is final, get nothing.
 func TestSourceArchivesRefuseEveryOtherCredential(t *testing.T) {
-	f := newSourceFixture(t, "rt10")
+	f := newSourceFixture(t, "sa10")
 	ctx := context.Background()
 	sa := f.pod.Spec.ServiceAccountName
 	// Team b's pod claims to be team a's run: same labels, its own namespace.

@@ -600,8 +600,16 @@ func (r *RunReconciler) deleteWorkload(ctx context.Context, run *taugridv1.TauRu
 	}
 	obj.SetNamespace(run.Namespace)
 	obj.SetName(w.Name)
-	if err := r.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-		return client.IgnoreNotFound(err)
+	if err := r.Get(ctx, client.ObjectKeyFromObject(obj), obj); apierrors.IsNotFound(err) {
+		// The job went first: its Workload, pending again once evicted,
+		// must not wait for the garbage collector, nor be admitted again.
+		wl, err := r.workloadOwnedBy(ctx, run.Namespace, w.Name)
+		if wl == nil || err != nil {
+			return err
+		}
+		return client.IgnoreNotFound(r.Delete(ctx, wl))
+	} else if err != nil {
+		return err
 	}
 	if err := r.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 		return err

@@ -394,11 +394,18 @@ func TestAPreemptedAttemptIsRetriedWhateverTheOrder(t *testing.T) {
 	f := newRunFixture(t, "rc5")
 	ctx := context.Background()
 	const reps = 50
+	// Room for every repetition's events: a full fake recorder blocks.
+	f.runRec.Recorder, f.repos.Recorder = events.NewFakeRecorder(100000), events.NewFakeRecorder(100000)
 	targets := []string{"ddp", "ray"}
 	retried := 0
 	for i := range reps {
-		f.research.runRef(fmt.Sprintf("low-%d", i), "target: "+targets[i%2]+"\noverrides:\n  policy.priority: low\n  resilience.max_retries: \"2\"\n")
-		f.research.runRef(fmt.Sprintf("high-%d", i), "target: ddp\noverrides:\n  policy.priority: high\n  compute.nodes: \"1\"\n")
+		pvc := "  storage.data_pvc: rc5-a-data\n"
+		lowPVC := pvc
+		if targets[i%2] == "ray" {
+			lowPVC = ""
+		}
+		f.research.runRef(fmt.Sprintf("low-%d", i), "target: "+targets[i%2]+"\noverrides:\n  policy.priority: low\n  resilience.max_retries: \"2\"\n"+lowPVC)
+		f.research.runRef(fmt.Sprintf("high-%d", i), "target: ddp\noverrides:\n  policy.priority: high\n  compute.nodes: \"1\"\n"+pvc)
 		f.poll(t)
 		order := preemptionOrders[(i/2)%len(preemptionOrders)]
 		low, high := f.runOf(t, fmt.Sprintf("refs/tau/runs/low-%d", i)), f.runOf(t, fmt.Sprintf("refs/tau/runs/high-%d", i))

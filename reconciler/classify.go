@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -35,6 +36,9 @@ type FailureEvidence struct {
 	Job      *batchv1.Job
 	Pods     []corev1.Pod
 	Workload *kueue.Workload
+	// Preemption is the preemption recorded on the attempt: it decides,
+	// whatever the Workload shows by the time the attempt is classified.
+	Preemption *taugridv1.Preemption
 	// Nodes the attempt's pods ran on, by name; a missing entry means the
 	// node is gone.
 	Nodes map[string]*corev1.Node
@@ -56,6 +60,12 @@ func ClassifyFailure(e FailureEvidence) (FailureClass, string) {
 }
 
 func preempted(e FailureEvidence) (FailureClass, string, bool) {
+	if e.Preemption != nil {
+		if e.Preemption.Message == "" {
+			return FailurePreempted, "preempted by Kueue", true
+		}
+		return FailurePreempted, "evicted by Kueue: " + e.Preemption.Message, true
+	}
 	if e.Workload == nil {
 		return "", "", false
 	}

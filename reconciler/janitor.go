@@ -3,6 +3,9 @@ package reconciler
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -41,6 +44,7 @@ const (
 	ReasonIdleReservation     = "IdleReservation"     // a TauGrid job admitted long ago with no pod running, and no run following it
 	ReasonValidationFailed    = "ValidationFailed"    // a RayJob KubeRay refused, still holding quota
 	ReasonStuckTerminating    = "StuckTerminating"    // a pod on a lost node that never finishes terminating
+	ReasonEndedRunPod         = "EndedRunPod"         // a pod of an ended attempt that still holds accelerators
 )
 
 // Janitor finds quota held for nothing, which costs GPUs while running
@@ -57,6 +61,10 @@ type Janitor struct {
 	// IdleAfter is how long an admitted workload may run no pod, and a
 	// pod on a lost node may stay terminating, before it is a finding.
 	IdleAfter time.Duration
+	// EndedAfter is how long after an attempt ended its pods may still hold
+	// accelerators before they are a finding: the run reconciler deletes
+	// them at once, so one still there missed that. 0: a minute.
+	EndedAfter time.Duration
 	// Every is the sweep interval (Start).
 	Every   time.Duration
 	Metrics *prometheus.CounterVec // finding reason, action; optional
@@ -121,7 +129,9 @@ func (j *Janitor) Sweep(ctx context.Context) ([]Finding, error) {
 	if err != nil {
 		return found, err
 	}
-	return append(found, pods...), nil
+	found = append(found, pods...)
+	held, err := j.endedRunPods(ctx, now)
+	return append(found, held...), err
 }
 
 // checkWorkload decides whether a Workload's reservation is held for
@@ -143,6 +153,9 @@ func (j *Janitor) checkWorkload(ctx context.Context, wl *kueue.Workload, held ti
 	}
 	switch err := j.Client.Get(ctx, key, job); {
 	case apierrors.IsNotFound(err):
+		if ours, err := j.taugrids(ctx, wl, owner.Name); err != nil || !ours {
+			return nil, err // another controller's orphan is its own to judge
+		}
 		f := Finding{Reason: ReasonOrphanedReservation, Object: "Workload/" + wl.Namespace + "/" + wl.Name,
 			Message: fmt.Sprintf("holds quota in queue %s for %s %s, which no longer exists", wl.Spec.QueueName, owner.Kind, owner.Name)}
 		return &f, j.act(ctx, f, wl, nil)
@@ -166,6 +179,34 @@ func (j *Janitor) checkWorkload(ctx context.Context, wl *kueue.Workload, held ti
 	f := Finding{Reason: ReasonIdleReservation, Object: owner.Kind + "/" + wl.Namespace + "/" + owner.Name,
 		Message: fmt.Sprintf("admitted %s ago in queue %s with no pod running and no run following it", held.Round(time.Second), wl.Spec.QueueName)}
 	return &f, j.act(ctx, f, job, wl)
+}
+
+// taugrids reports a Workload of TauGrid's: labelled as TauGrid's (a
+// Kueue configured to copy TauGrid's labels copies them), or owned by a
+// job that a TauRun in its namespace records as one of its attempts'.
+// Only these may the janitor judge once their job is gone: nothing else
+// says whose a Workload was.
+func (j *Janitor) taugrids(ctx context.Context, wl *kueue.Workload, job string) (bool, error) {
+	if wl.Labels[render.LabelManagedBy] == render.ManagedBy {
+		return true, nil
+	}
+	name, ok := render.RunOfWorkload(job)
+	if !ok {
+		return false, nil
+	}
+	run := &taugridv1.TauRun{}
+	switch err := j.Client.Get(ctx, types.NamespacedName{Namespace: wl.Namespace, Name: name}, run); {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	for _, a := range run.Status.Attempts {
+		if a.Workload == job {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // followed reports a job that a live TauRun follows: the run reconciler's
@@ -263,4 +304,114 @@ func (j *Janitor) act(ctx context.Context, f Finding, del client.Object, wl *kue
 	}
 	j.Log.Info("janitor finding", "reason", f.Reason, "object", f.Object, "action", action, "message", f.Message)
 	return nil
+}
+
+// endedRunPods finds TauGrid's pods that still hold accelerators for an
+// attempt that ended EndedAfter ago or more, or for a run that is gone,
+// and releases them with their Ray cluster (which would recreate them).
+func (j *Janitor) endedRunPods(ctx context.Context, now time.Time) ([]Finding, error) {
+	var pods corev1.PodList
+	if err := j.Client.List(ctx, &pods, client.MatchingLabels{render.LabelManagedBy: render.ManagedBy}); err != nil {
+		return nil, err
+	}
+	after := j.EndedAfter
+	if after == 0 {
+		after = time.Minute
+	}
+	runs := map[types.NamespacedName]*taugridv1.TauRun{} // nil: gone
+	var found []Finding
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		if !holdsAccelerators(p) || p.Labels[render.LabelRun] == "" {
+			continue
+		}
+		key := types.NamespacedName{Namespace: p.Namespace, Name: p.Labels[render.LabelRun]}
+		run, seen := runs[key]
+		if !seen {
+			run = &taugridv1.TauRun{}
+			switch err := j.Client.Get(ctx, key, run); {
+			case apierrors.IsNotFound(err):
+				run = nil
+			case err != nil:
+				return found, err
+			}
+			runs[key] = run
+		}
+		ended, ok := attemptEnded(run, p.Labels[render.LabelAttempt])
+		if !ok || now.Sub(ended) < after {
+			continue
+		}
+		f := Finding{Reason: ReasonEndedRunPod, Object: "Pod/" + p.Namespace + "/" + p.Name,
+			Message: fmt.Sprintf("holds %s for attempt %s of run %s, which ended %s ago", accelerators(p), p.Labels[render.LabelAttempt], key.Name, now.Sub(ended).Round(time.Second))}
+		if run == nil {
+			f.Message = fmt.Sprintf("holds %s for run %s, which no longer exists", accelerators(p), key.Name)
+		}
+		if err := j.releaseOwner(ctx, p); err != nil {
+			return found, err
+		}
+		if err := j.act(ctx, f, p, nil); err != nil {
+			return found, err
+		}
+		found = append(found, f)
+	}
+	return found, nil
+}
+
+// attemptEnded says when a run's attempt ended: its recorded end, the
+// run's end for its last attempt, or, for a run that is gone, now (the
+// zero time). ok is false while the attempt goes on.
+func attemptEnded(run *taugridv1.TauRun, attempt string) (time.Time, bool) {
+	if run == nil {
+		return time.Time{}, true
+	}
+	n, err := strconv.Atoi(attempt)
+	if err != nil {
+		return time.Time{}, false
+	}
+	for i, a := range run.Status.Attempts {
+		switch {
+		case a.Number != n:
+		case a.EndTime != nil:
+			return a.EndTime.Time, true
+		case i < len(run.Status.Attempts)-1: // a later attempt began
+			return time.Time{}, true
+		case run.Status.Phase.Final():
+			return since(run, run.Status.Phase), true
+		}
+	}
+	return time.Time{}, false
+}
+
+// releaseOwner deletes, in release mode, the Ray cluster a pod belongs to:
+// KubeRay would recreate a head or worker pod deleted alone.
+func (j *Janitor) releaseOwner(ctx context.Context, p *corev1.Pod) error {
+	owner := metav1.GetControllerOf(p)
+	if j.Mode != JanitorRelease || owner == nil || owner.Kind != "RayCluster" {
+		return nil
+	}
+	rc := &rayv1.RayCluster{ObjectMeta: metav1.ObjectMeta{Namespace: p.Namespace, Name: owner.Name}}
+	return client.IgnoreNotFound(j.Client.Delete(ctx, rc, client.PropagationPolicy(metav1.DeletePropagationBackground)))
+}
+
+// holdsAccelerators reports a pod that has not terminated, nor begun to,
+// and asks for a device: an extended resource such as nvidia.com/gpu,
+// amd.com/gpu or google.com/tpu, rather than CPU, memory or storage.
+func holdsAccelerators(p *corev1.Pod) bool {
+	return !podTerminated(p) && p.DeletionTimestamp.IsZero() && accelerators(p) != ""
+}
+
+// accelerators names the devices a pod's containers ask for, "" if none.
+func accelerators(p *corev1.Pod) string {
+	var names []string
+	for _, c := range slices.Concat(p.Spec.InitContainers, p.Spec.Containers) {
+		for _, l := range []corev1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
+			for name, q := range l {
+				if s := string(name); strings.Contains(s, "/") && !strings.Contains(s, "kubernetes.io/") && !q.IsZero() && !slices.Contains(names, s) {
+					names = append(names, s)
+				}
+			}
+		}
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }

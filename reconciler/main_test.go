@@ -53,7 +53,7 @@ func runTests(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	env, err = controlplane.Start(context.Background(), controlplane.Options{Kueue: true, CRDDirectoryPaths: []string{"../api/crds"}})
+	env, err = controlplane.Start(context.Background(), controlplane.Options{Kueue: true, KubeRay: true, CRDDirectoryPaths: []string{"../api/crds"}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "reconciler: starting the control plane:", err)
 		return 1

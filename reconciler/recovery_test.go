@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/render"
 	batchv1 "k8s.io/api/batch/v1"
@@ -17,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -288,4 +291,215 @@ func startPods(t testing.TB, ns, job string) {
 		now := metav1.Now()
 		st.StartTime, st.Active, st.Ready = &now, n, ptr.To(n)
 	})
+}
+
+// rayPods are the pods KubeRay made for a run's attempt that still hold
+// something: not terminated, not being deleted.
+func rayPods(t testing.TB, ns, run string) []corev1.Pod {
+	t.Helper()
+	var pods corev1.PodList
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(ns), client.MatchingLabels{render.LabelRun: run}); err != nil {
+		t.Fatal(err)
+	}
+	return slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return podTerminated(&p) || !p.DeletionTimestamp.IsZero() })
+}
+
+// admitRayRun takes a Ray run to Admitted and waits until KubeRay has made
+// its cluster's head and workers.
+func admitRayRun(t *testing.T, f *runFixture, ref string) *taugridv1.TauRun {
+	t.Helper()
+	run := f.runOf(t, ref)
+	admitted := f.reconcileRun(t, run.Name, taugridv1.PhaseAdmitted)
+	waitFor(t, 60*time.Second, "KubeRay to make the Ray cluster's pods", func() bool { return len(rayPods(t, f.ns, run.Name)) >= 3 })
+	return admitted
+}
+
+// A Ray run that ends, however it ends, frees its Ray cluster and every pod
+// at once, although no garbage collector runs here; the RayJob stays for
+// the record, without pods, for the platform's ttl_after_finished.
+func TestAnEndedRayRunHoldsNoPods(t *testing.T) {
+	f := newRunFixture(t, "rr1")
+	clk := f.runRec.Clock.(*clocktesting.FakePassiveClock)
+	ctx := context.Background()
+	f.research.runRef("fails", "target: ray\noverrides:\n  resilience.max_retries: \"0\"\n")
+	f.research.runRef("cancelled", "target: ray\n")
+	f.poll(t)
+
+	failed := admitRayRun(t, f, "refs/tau/runs/fails")
+	rj := &rayv1.RayJob{}
+	key := types.NamespacedName{Namespace: f.ns, Name: failed.Status.Workload.Name}
+	ended := time.Now()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error { // KubeRay writes this status too
+		if err := k8s.Get(ctx, key, rj); err != nil {
+			return err
+		}
+		now := metav1.NewTime(clk.Now())
+		rj.Status.JobDeploymentStatus, rj.Status.JobStatus, rj.Status.EndTime = rayv1.JobDeploymentStatusFailed, rayv1.JobStatusFailed, &now
+		rj.Status.Message = "exit code 1"
+		return k8s.Status().Update(ctx, rj)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.reconcileRun(t, failed.Name, taugridv1.PhaseFailed)
+	waitFor(t, 60*time.Second, "the failed Ray run's pods to go", func() bool { return len(rayPods(t, f.ns, failed.Name)) == 0 })
+	t.Logf("failed Ray run: last pod gone %s after the RayJob ended", time.Since(ended).Round(time.Millisecond))
+	var clusters rayv1.RayClusterList
+	if err := k8s.List(ctx, &clusters, client.InNamespace(f.ns), client.MatchingLabels{render.LabelRun: failed.Name}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range clusters.Items {
+		if c.DeletionTimestamp.IsZero() {
+			t.Errorf("RayCluster %s of the failed run is still there", c.Name)
+		}
+	}
+	if err := k8s.Get(ctx, key, rj); err != nil {
+		t.Fatalf("the ended RayJob, kept for the record: %v", err)
+	}
+	// The record goes after ttl_after_finished (24h), not before.
+	clk.SetTime(clk.Now().Add(23 * time.Hour))
+	res, err := f.runRec.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: f.ns, Name: failed.Name}})
+	if err != nil || res.RequeueAfter <= 0 || res.RequeueAfter > time.Hour {
+		t.Errorf("23h after the end: %+v %v, want a look again within the hour left", res, err)
+	}
+	if deleted(t, rj.DeepCopy()) {
+		t.Errorf("the RayJob went before ttl_after_finished")
+	}
+	clk.SetTime(clk.Now().Add(time.Hour))
+	if _, err := f.runRec.Reconcile(ctx, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: f.ns, Name: failed.Name}}); err != nil {
+		t.Fatal(err)
+	}
+	if !deleted(t, rj.DeepCopy()) {
+		t.Errorf("the RayJob is still kept after ttl_after_finished")
+	}
+
+	cancelled := admitRayRun(t, f, "refs/tau/runs/cancelled")
+	patch := client.MergeFrom(cancelled.DeepCopy())
+	cancelled.Spec.Cancel = true
+	if err := k8s.Patch(ctx, cancelled, patch); err != nil {
+		t.Fatal(err)
+	}
+	ended = time.Now()
+	f.reconcileRun(t, cancelled.Name, taugridv1.PhaseCancelled)
+	if n := len(rayPods(t, f.ns, cancelled.Name)); n != 0 {
+		t.Errorf("%d pods of the cancelled Ray run hold on", n)
+	}
+	t.Logf("cancelled Ray run: last pod gone %s after the cancellation", time.Since(ended).Round(time.Millisecond))
+}
+
+// laggingCache answers Gets of one TauRun with an old copy of it, as a
+// manager's cache does just after the reconciler's own status patch.
+type laggingCache struct {
+	client.Client
+	old *taugridv1.TauRun
+}
+
+func (c laggingCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if run, ok := obj.(*taugridv1.TauRun); ok && key == client.ObjectKeyFromObject(c.old) {
+		c.old.DeepCopyInto(run)
+		return nil
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// The orders in which a reconcile can come to see a preempted attempt.
+var preemptionOrders = []string{
+	"the eviction seen first",
+	"the job's deletion seen before any look at the eviction",
+	"the job's deletion seen after the eviction was recorded",
+	"a cache that still shows the attempt going on after TauGrid ended it",
+}
+
+// A preempted attempt is classified Preempted and retried, 50 times out
+// of 50, Job and Ray runs alike, whatever the order in which the
+// Workload's eviction and the job's deletion are seen; and its pods are gone.
+func TestAPreemptedAttemptIsRetriedWhateverTheOrder(t *testing.T) {
+	f := newRunFixture(t, "rc5")
+	ctx := context.Background()
+	const reps = 50
+	// Room for every repetition's events: a full fake recorder blocks.
+	f.runRec.Recorder, f.repos.Recorder = events.NewFakeRecorder(100000), events.NewFakeRecorder(100000)
+	targets := []string{"ddp", "ray"}
+	retried := 0
+	for i := range reps {
+		pvc := "  storage.data_pvc: rc5-a-data\n"
+		lowPVC := pvc
+		if targets[i%2] == "ray" {
+			lowPVC = ""
+		}
+		f.research.runRef(fmt.Sprintf("low-%d", i), "target: "+targets[i%2]+"\noverrides:\n  policy.priority: low\n  resilience.max_retries: \"2\"\n"+lowPVC)
+		f.research.runRef(fmt.Sprintf("high-%d", i), "target: ddp\noverrides:\n  policy.priority: high\n  compute.nodes: \"1\"\n"+pvc)
+		f.poll(t)
+		order := preemptionOrders[(i/2)%len(preemptionOrders)]
+		low, high := f.runOf(t, fmt.Sprintf("refs/tau/runs/low-%d", i)), f.runOf(t, fmt.Sprintf("refs/tau/runs/high-%d", i))
+		admitted := f.reconcileRun(t, low.Name, taugridv1.PhaseAdmitted)
+		f.reconcileRun(t, high.Name, taugridv1.PhaseQueued)
+		key := types.NamespacedName{Namespace: f.ns, Name: low.Name}
+		var job client.Object = &batchv1.Job{}
+		if admitted.Status.Workload.Kind == "RayJob" {
+			job = &rayv1.RayJob{}
+		}
+		job.SetNamespace(f.ns)
+		job.SetName(admitted.Status.Workload.Name)
+		deleteJob := func() {
+			if err := k8s.Delete(ctx, job, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+				t.Fatal(err)
+			}
+		}
+		waitFor(t, 30*time.Second, "Kueue to preempt "+low.Name, func() bool {
+			wl, err := f.runRec.workloadOwnedBy(ctx, f.ns, admitted.Status.Workload.Name)
+			return err == nil && preemptionOf(wl, time.Time{}) != nil
+		})
+		switch order {
+		case preemptionOrders[1]:
+			deleteJob()
+		case preemptionOrders[2], preemptionOrders[3]:
+			if _, err := f.runRec.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+				t.Fatal(err)
+			}
+			if order == preemptionOrders[2] {
+				deleteJob()
+			}
+		}
+		recorded := &taugridv1.TauRun{}
+		if err := k8s.Get(ctx, key, recorded); err != nil {
+			t.Fatal(err)
+		}
+		got := f.reconcileRun(t, low.Name, taugridv1.PhasePending)
+		if order == preemptionOrders[3] {
+			if a := recorded.Status.Attempts[0]; a.Preemption == nil || a.EndTime != nil {
+				t.Fatalf("rep %d: after one look, attempt 1 = %+v, want its preemption recorded and nothing more", i, a)
+			}
+			stale := *f.runRec
+			stale.Client, stale.APIReader = laggingCache{Client: k8s, old: recorded}, k8s
+			for range 3 {
+				if _, err := stale.Reconcile(ctx, reconcile.Request{NamespacedName: key}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := k8s.Get(ctx, key, got); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want := "after failed (Preempted): preempted by run " + f.ns + "/" + high.Name
+		a := got.Status.Attempts[0]
+		switch {
+		case got.Status.Phase != taugridv1.PhasePending || !strings.Contains(got.Status.Message, want):
+			t.Errorf("rep %d (%s, %s): %s %q, want Pending, retrying %s", i, targets[i%2], order, got.Status.Phase, got.Status.Message, want)
+		case len(got.Status.Attempts) != 1 || a.FailureClass != string(FailurePreempted) || a.Preemption == nil || a.EndTime == nil:
+			t.Errorf("rep %d (%s, %s): attempts %+v, want one, Preempted, with its preemption recorded", i, targets[i%2], order, got.Status.Attempts)
+		default:
+			retried++
+		}
+		waitFor(t, 30*time.Second, "the preempted attempt's pods to go", func() bool { return len(rayPods(t, f.ns, low.Name)) == 0 })
+		for _, run := range []*taugridv1.TauRun{low, high} { // free the quota for the next repetition
+			patch := client.MergeFrom(run.DeepCopy())
+			run.Spec.Cancel = true
+			if err := k8s.Patch(ctx, run, patch); err != nil {
+				t.Fatal(err)
+			}
+			f.reconcileRun(t, run.Name, taugridv1.PhaseCancelled)
+		}
+	}
+	t.Logf("%d of %d preempted attempts classified Preempted and retried", retried, reps)
 }

@@ -50,6 +50,11 @@ type PolicyProvider interface {
 // kueueJobUID is the label Kueue puts on a Workload: its job's UID.
 const kueueJobUID = "kueue.x-k8s.io/job-uid"
 
+// recordSettle is how soon a run is looked at again after a fact was
+// recorded on it, or after its cache was seen to lag: long enough for the
+// cache to catch up with the status just written.
+const recordSettle = 200 * time.Millisecond
+
 // Event reasons, equal to the condition reasons they accompany.
 const (
 	ReasonSubmitted     = "Submitted"
@@ -107,14 +112,23 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	resume := resumeRequested(run)
-	if !run.DeletionTimestamp.IsZero() || run.Status.Phase.Final() && !resume {
+	if !run.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil
+	}
+	if run.Status.Phase.Final() && !resume {
+		return r.reconcileEnded(ctx, run)
 	}
 	base := run.DeepCopy()
 	defer func() {
 		run.Status.ObservedGeneration = run.Generation
 		r.recordEvidence(ctx, base, run)
-		if perr := r.patchStatus(ctx, base, run); perr != nil && err == nil {
+		perr := r.patchStatus(ctx, base, run)
+		if perr == nil {
+			// Only once the end is stored and its evidence sealed: the
+			// pods are what both are read from.
+			perr = r.releaseEnded(ctx, run)
+		}
+		if perr != nil && err == nil {
 			err = perr
 		}
 	}()
@@ -347,18 +361,33 @@ func avoidedNodes(attempts []taugridv1.Attempt) []string {
 // phase; sets Ready when the run ends.
 func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.TauRun) (reconcile.Result, error) {
 	obs, err := r.observe(ctx, run)
-	if apierrors.IsNotFound(err) {
-		r.fail(run, ReasonFailed, fmt.Sprintf("%s %s was deleted", run.Status.Workload.Kind, run.Status.Workload.Name))
-		return reconcile.Result{}, nil
-	}
-	if err != nil {
+	gone := apierrors.IsNotFound(err)
+	if err != nil && !gone {
 		return reconcile.Result{}, err
 	}
 	p := Advance(run.Status.Phase, run.Status.Message, DeriveProgress(obs))
+	end, err := r.attemptEnd(ctx, run, &obs, gone, p.Phase == taugridv1.PhaseSucceeded)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if end == AttemptRecordPreemption {
+		// The record first: deleting anything before it is stored would
+		// leave the next look only a missing job to go by.
+		return reconcile.Result{RequeueAfter: recordSettle}, nil
+	}
+	if end == AttemptPreempted || end == AttemptDeleted {
+		if stale, err := r.staleRun(ctx, run); err != nil || stale {
+			return reconcile.Result{RequeueAfter: recordSettle}, err
+		}
+	}
+	if end == AttemptDeleted {
+		r.fail(run, ReasonFailed, fmt.Sprintf("%s %s was deleted", run.Status.Workload.Kind, run.Status.Workload.Name))
+		return reconcile.Result{}, nil
+	}
 	// A preempted attempt is over: Kueue would requeue the same Job and
 	// start it from scratch. TauGrid ends it instead, and the retry policy
 	// decides whether a new attempt resumes from its checkpoint.
-	preempted := p.Phase != taugridv1.PhaseSucceeded && p.Phase != taugridv1.PhaseFailed && evictedByPreemption(obs.Workload)
+	preempted := end == AttemptPreempted
 	if preempted {
 		p.Phase = taugridv1.PhaseFailed
 	}
@@ -489,7 +518,11 @@ func (r *RunReconciler) classify(ctx context.Context, run *taugridv1.TauRun, obs
 			return "", "", err
 		}
 	}
-	class, reason := ClassifyFailure(FailureEvidence{Job: obs.Job, Pods: pods.Items, Workload: obs.Workload, Nodes: nodes})
+	var recorded *taugridv1.Preemption
+	if n := len(run.Status.Attempts); n > 0 {
+		recorded = run.Status.Attempts[n-1].Preemption
+	}
+	class, reason := ClassifyFailure(FailureEvidence{Job: obs.Job, Pods: pods.Items, Workload: obs.Workload, Preemption: recorded, Nodes: nodes})
 	if notStarted {
 		// Admitted, yet its pods never ran within the start deadline.
 		var ok bool
@@ -499,7 +532,14 @@ func (r *RunReconciler) classify(ctx context.Context, run *taugridv1.TauRun, obs
 		reason = "not running within the platform's start deadline: " + reason
 	}
 	if class == FailurePreempted {
-		if by, err := r.preemptor(ctx, obs.Workload); err != nil {
+		msg := ""
+		if p := preemptionOf(obs.Workload, time.Time{}); p != nil {
+			msg = p.Message
+		}
+		if recorded != nil {
+			msg = recorded.Message
+		}
+		if by, err := r.preemptor(ctx, msg); err != nil {
 			return "", "", err
 		} else if by != "" {
 			reason = by
@@ -577,6 +617,9 @@ func (r *RunReconciler) reconcileCancel(ctx context.Context, run *taugridv1.TauR
 		if err := r.deleteWorkload(ctx, run); err != nil {
 			return reconcile.Result{}, err
 		}
+		if err := r.release(ctx, run, func(int) bool { return true }); err != nil {
+			return reconcile.Result{}, err
+		}
 		var pods corev1.PodList
 		if err := r.List(ctx, &pods, client.InNamespace(run.Namespace), client.MatchingLabels{render.LabelRun: run.Name}); err != nil {
 			return reconcile.Result{}, err
@@ -602,8 +645,16 @@ func (r *RunReconciler) deleteWorkload(ctx context.Context, run *taugridv1.TauRu
 	}
 	obj.SetNamespace(run.Namespace)
 	obj.SetName(w.Name)
-	if err := r.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-		return client.IgnoreNotFound(err)
+	if err := r.Get(ctx, client.ObjectKeyFromObject(obj), obj); apierrors.IsNotFound(err) {
+		// The job went first: its Workload, pending again once evicted,
+		// must not wait for the garbage collector, nor be admitted again.
+		wl, err := r.workloadOwnedBy(ctx, run.Namespace, w.Name)
+		if wl == nil || err != nil {
+			return err
+		}
+		return client.IgnoreNotFound(r.Delete(ctx, wl))
+	} else if err != nil {
+		return err
 	}
 	if err := r.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 		return err

@@ -109,10 +109,13 @@ type Priority struct {
 
 // PolicyLimits bound every run.
 type PolicyLimits struct {
-	MaxRunTime       Duration `json:"max_run_time,omitzero"`
-	DefaultRunTime   Duration `json:"default_run_time,omitzero"`
-	MaxRetries       int      `json:"max_retries,omitempty"`
-	MaxEnvBytes      int      `json:"max_env_bytes,omitempty"`
+	MaxRunTime     Duration `json:"max_run_time,omitzero"`
+	DefaultRunTime Duration `json:"default_run_time,omitzero"`
+	MaxRetries     int      `json:"max_retries,omitempty"`
+	MaxEnvBytes    int      `json:"max_env_bytes,omitempty"`
+	// TTLAfterFinished is how long an ended attempt's Job or RayJob object
+	// is kept for the record, holding no pods: an ended attempt's pods and
+	// Ray cluster are deleted at once, whatever this says. 24h by default.
 	TTLAfterFinished Duration `json:"ttl_after_finished,omitzero"`
 	// MaxTerminationGrace caps resilience.termination_grace.
 	MaxTerminationGrace Duration `json:"max_termination_grace,omitzero"`

@@ -34,6 +34,12 @@ const (
 	AnnotationConfigDigest = "taugrid.dev/config-digest"
 	AnnotationPolicyDigest = "taugrid.dev/policy-digest"
 	AnnotationPolicyCommit = "taugrid.dev/policy-commit"
+
+	// AnnotationKeepAfterFinished is, on a RayJob, how many seconds the
+	// ended RayJob object is kept for the record (the platform's
+	// ttl_after_finished); the run reconciler deletes it then. A Job says
+	// the same in its own spec.ttlSecondsAfterFinished.
+	AnnotationKeepAfterFinished = "taugrid.dev/keep-after-finished"
 )
 
 // Paths inside every run container.
@@ -210,6 +216,8 @@ func (p *Plan) command() []string {
 
 func rayJob(p *Plan) *rayv1.RayJob {
 	name := WorkloadName(p.Run.Name, p.Run.Attempt)
+	meta := p.objectMeta(name)
+	meta.Annotations[AnnotationKeepAfterFinished] = strconv.Itoa(int(p.TTL.Seconds()))
 	head := p.podSpec(mainContainer(p, "ray-head", 0, nil))
 	head.Containers[0].Resources = resources(p, p.HeadCPU, p.HeadMemory, 0)
 	head.Containers[0].Ports = []corev1.ContainerPort{
@@ -227,12 +235,16 @@ func rayJob(p *Plan) *rayv1.RayJob {
 	podMeta := metav1.ObjectMeta{Labels: p.podLabels(), Annotations: p.Profile.PodAnnotations}
 	return &rayv1.RayJob{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "ray.io/v1", Kind: "RayJob"},
-		ObjectMeta: p.objectMeta(name),
+		ObjectMeta: meta,
 		Spec: rayv1.RayJobSpec{
-			Suspend:                  true,
-			Entrypoint:               p.rayEntrypoint(),
+			Suspend:    true,
+			Entrypoint: p.rayEntrypoint(),
+			// KubeRay deletes the RayCluster, and with it every GPU the
+			// run held, the moment the Ray job ends: a TTL here would keep
+			// the cluster, not the record. The RayJob itself is kept for
+			// ttl_after_finished (AnnotationKeepAfterFinished).
 			ShutdownAfterJobFinishes: true,
-			TTLSecondsAfterFinished:  int32(p.TTL.Seconds()),
+			TTLSecondsAfterFinished:  0,
 			ActiveDeadlineSeconds:    ptr.To(int32(p.Timeout.Seconds())),
 			BackoffLimit:             ptr.To[int32](0),
 			SubmissionMode:           rayv1.K8sJobMode,

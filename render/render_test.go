@@ -48,6 +48,14 @@ func checkInvariants(t *testing.T, objs []client.Object) {
 			if !w.Spec.Suspend {
 				t.Error("RayJob is not suspended: Kueue must admit it")
 			}
+			// An ended Ray run frees its cluster at once; only the record stays.
+			if !w.Spec.ShutdownAfterJobFinishes || w.Spec.TTLSecondsAfterFinished != 0 {
+				t.Errorf("RayJob shutdownAfterJobFinishes = %v, ttlSecondsAfterFinished = %d; want true and 0: the cluster must go when the job ends",
+					w.Spec.ShutdownAfterJobFinishes, w.Spec.TTLSecondsAfterFinished)
+			}
+			if keep := w.Annotations[AnnotationKeepAfterFinished]; keep != "86400" {
+				t.Errorf("RayJob keeps its record for %q s, want the policy's ttl_after_finished, 86400", keep)
+			}
 			checkQueued(t, o)
 			checkPod(t, &w.Spec.RayClusterSpec.HeadGroupSpec.Template.Spec)
 			for _, g := range w.Spec.RayClusterSpec.WorkerGroupSpecs {

@@ -75,7 +75,10 @@ type Plan struct {
 	ProcessesPerNode int
 
 	Timeout time.Duration
-	TTL     time.Duration
+	// TTL is how long an ended Job or RayJob object is kept for the record
+	// (the platform's ttl_after_finished); its pods and Ray cluster are
+	// gone at once.
+	TTL time.Duration
 	// TerminationGrace is the pods' time to flush a checkpoint after
 	// SIGTERM.
 	TerminationGrace time.Duration

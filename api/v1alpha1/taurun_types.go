@@ -124,6 +124,21 @@ type Attempt struct {
 	// Nodes the attempt's pods ran on.
 	// +optional
 	Nodes []string `json:"nodes,omitempty"`
+	// Preemption records that Kueue preempted the attempt's workload, as
+	// the run reconciler first saw it and before it deleted anything: the
+	// attempt's end is classified from this record, whatever the order in
+	// which the Workload's eviction and the workload's deletion are seen.
+	// +optional
+	Preemption *Preemption `json:"preemption,omitempty"`
+}
+
+// Preemption is Kueue's preemption of an attempt's workload.
+type Preemption struct {
+	// Time is when the run reconciler saw it.
+	Time metav1.Time `json:"time"`
+	// Message is Kueue's, naming the preemptor's job UID and the reason.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // TauRunStatus is the run's progress.

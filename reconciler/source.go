@@ -91,7 +91,9 @@ func (s *Sources) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method == http.MethodHead {
 		return
 	}
-	_, _ = io.Copy(w, f)
+	// Up to gigabytes: each write gets its own deadline, so a slow but
+	// reading client finishes and one that stopped reading is dropped.
+	_, _ = io.Copy(streamResponse(w), f)
 }
 
 // open returns the cached archive, rebuilding it from git if the cache

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"flag"
-	"net/http"
 	"os"
 	"time"
 
@@ -66,7 +65,7 @@ func setupEvidence(mgr manager.Manager, cfg *rest.Config, git *gitsource.Client,
 	}
 	if eo.addr != "0" {
 		page := &evidence.Server{Store: store, Runs: &reconciler.EvidenceRuns{Client: c}, Log: ctrl.Log.WithName("evidence")}
-		srv := &http.Server{Addr: eo.addr, Handler: page.Handler(), ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
+		srv := reconciler.NewServer(eo.addr, page.Handler())
 		if err := mgr.Add(httpRunnable{srv}); err != nil {
 			return nil, err
 		}

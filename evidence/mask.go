@@ -135,7 +135,7 @@ func NewMasker(values ...string) *Masker {
 
 // secretForms are the strings that give a secret value away.
 func secretForms(v string) []string {
-	forms := []string{v, jsonEscaped(v)}
+	var forms []string
 	for _, s := range []string{v, strings.TrimSpace(v)} {
 		forms = append(forms, s, jsonEscaped(s))
 		if len(s) >= minEncodedLen {

@@ -126,8 +126,9 @@ func (p *PullRequests) openHeads(ctx context.Context, repo *taugridv1.TauReposit
 	}
 	heads := map[string]string{}
 	for _, pr := range prs {
-		if r, ok := refs[pr.HeadRef(forge.Type(repo.Spec.Forge.Type))]; ok {
-			heads[pr.HeadRef(forge.Type(repo.Spec.Forge.Type))] = r.Commit()
+		ref := pr.HeadRef(forge.Type(repo.Spec.Forge.Type))
+		if r, ok := refs[ref]; ok { // the ref's commit, which is what is fetched
+			heads[ref] = r.Commit()
 		}
 	}
 	return heads, nil

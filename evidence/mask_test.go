@@ -240,3 +240,12 @@ func BenchmarkMaskWriter(b *testing.B) {
 		_ = mw.Close()
 	}
 }
+
+func TestAProgressBarsCarriageReturnEndsItsLine(t *testing.T) {
+	var out bytes.Buffer
+	mw := NewMasker().NewWriter(&out)
+	_, _ = mw.Write([]byte("\r 10%|#    |\r 20%|##   |\r 30%"))
+	if got := out.String(); got != "\r 10%|#    |\r 20%|##   |\r" {
+		t.Errorf("progress so far: %q, want every update that ended", got)
+	}
+}

@@ -22,8 +22,8 @@ var (
 )
 
 // MaskWriter masks a stream: what is written to it reaches the underlying
-// writer masked, whatever the chunking. Complete lines pass at once, so a
-// followed log stays live; a partial line is held until its end, or, past
+// writer masked, whatever the chunking. Complete lines (ended by \n, or
+// by the \r of a progress bar) pass at once, so a followed log stays live; a partial line is held until its end, or, past
 // 64 KiB, all but its last bytes (as many as the longest form of a secret)
 // pass. A private key block spread over lines is masked line by line until
 // its END line. Close flushes what is held.
@@ -46,7 +46,7 @@ func (mw *MaskWriter) Write(p []byte) (int, error) {
 	}
 	mw.buf = append(mw.buf, p...)
 	for {
-		i := bytes.IndexByte(mw.buf, '\n')
+		i := bytes.IndexAny(mw.buf, "\r\n") // a progress bar's \r ends its line too
 		if i < 0 {
 			break
 		}
@@ -156,7 +156,7 @@ func (mw *MaskWriter) emitLine(line []byte) {
 		mw.err = err
 		return
 	}
-	if f, ok := mw.w.(interface{ Flush() }); ok && strings.HasSuffix(s, "\n") {
+	if f, ok := mw.w.(interface{ Flush() }); ok && lineEnd(s) != "" {
 		f.Flush()
 	}
 }
@@ -188,8 +188,8 @@ func lineEnd(s string) string {
 	if strings.HasSuffix(s, "\r\n") {
 		return "\r\n"
 	}
-	if strings.HasSuffix(s, "\n") {
-		return "\n"
+	if n := len(s); n > 0 && (s[n-1] == '\n' || s[n-1] == '\r') {
+		return s[n-1:]
 	}
 	return ""
 }

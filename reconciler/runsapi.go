@@ -280,10 +280,8 @@ func (a *RunsAPI) logs(w http.ResponseWriter, r *http.Request, ns string) {
 		opts.TailLines = &n
 	}
 	if opts.Follow {
-		release, ok := a.follows.acquire(bearer(r), cmp.Or(a.MaxFollows, DefaultMaxFollows))
+		release, ok := a.followSlot(w, r)
 		if !ok {
-			w.Header().Set("Retry-After", "10")
-			apiError(w, http.StatusTooManyRequests, fmt.Sprintf("this token already follows %d logs, the most it may follow at once: stop one and try again", cmp.Or(a.MaxFollows, DefaultMaxFollows)))
 			return
 		}
 		defer release()
@@ -302,6 +300,16 @@ func (a *RunsAPI) logs(w http.ResponseWriter, r *http.Request, ns string) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Tau-Pod", pod.Name)
 	_ = copyMasked(streamResponse(w), rc, mask)
+}
+
+// followSlot takes one of the request's token's follows, or answers 429.
+func (a *RunsAPI) followSlot(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+	limit := cmp.Or(a.MaxFollows, DefaultMaxFollows)
+	if release, ok = a.follows.acquire(bearer(r), limit); !ok {
+		w.Header().Set("Retry-After", "10")
+		apiError(w, http.StatusTooManyRequests, fmt.Sprintf("this token already follows %d logs, the most it may follow at once: stop one and try again", limit))
+	}
+	return release, ok
 }
 
 // bearer is the request's bearer token, "" without one.

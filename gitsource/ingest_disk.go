@@ -184,17 +184,13 @@ func (in *ingester) patchFromDisk(baseOff int64, delta *bufio.Reader, w io.Write
 // resolveRefDelta resolves a deferred REF_DELTA whose base is now known.
 func (in *ingester) resolveRefDelta(d deferredDelta) error {
 	obj := in.objs[d.idx]
-	raw, err := in.readAt(obj.offset)
+	dd, baseOff, err := in.deltaAt(obj.offset)
 	if err != nil {
 		return err
 	}
-	src, rest, ok1 := leb128(raw.data)
-	dst, _, ok2 := leb128(rest)
-	if !ok1 || !ok2 {
-		return errBadPack
-	}
-	if dd := (&deltaData{data: raw.data, src: int64(src), dst: int64(dst)}); in.large(dd) {
-		if obj, err = in.applyDeltaOnDisk(obj, raw.baseOffset, dd); err != nil {
+	defer dd.close()
+	if in.large(dd) {
+		if obj, err = in.applyDeltaOnDisk(obj, baseOff, dd); err != nil {
 			return err
 		}
 	} else {
@@ -210,6 +206,59 @@ func (in *ingester) resolveRefDelta(d deferredDelta) error {
 	in.objs[d.idx] = obj
 	in.byHash[obj.hash] = d.idx
 	return nil
+}
+
+// deltaAt reads back the REF_DELTA at offset from the pack file: into
+// memory, or into a file past memBytes. It returns its base's offset.
+func (in *ingester) deltaAt(offset int64) (*deltaData, int64, error) {
+	br := bufio.NewReaderSize(io.NewSectionReader(in.file, offset, 1<<62), 16<<10)
+	typ, size, err := readObjectHeader(br)
+	if err != nil {
+		return nil, 0, err
+	}
+	var base plumbing.Hash
+	if typ != plumbing.REFDeltaObject {
+		return nil, 0, errBadPack
+	}
+	if _, err := io.ReadFull(br, base[:]); err != nil {
+		return nil, 0, eofCorrupt(err)
+	}
+	bi, ok := in.byHash[base]
+	if !ok {
+		return nil, 0, fmt.Errorf("%w: delta base %s not in the pack", ErrCorrupt, base)
+	}
+	zr, err := zlib.NewReader(br)
+	if err != nil {
+		return nil, 0, eofCorrupt(err)
+	}
+	d := &deltaData{}
+	var w io.Writer
+	if size <= in.lim.memBytes {
+		buf := &bytes.Buffer{}
+		buf.Grow(int(size))
+		w = buf
+	} else {
+		if d.file, err = in.big.create(); err != nil {
+			return nil, 0, err
+		}
+		w = d.file
+	}
+	if n, err := io.CopyBuffer(w, io.LimitReader(zr, size), in.patchBuf()); err != nil || n != size {
+		d.close()
+		return nil, 0, fmt.Errorf("%w: the pack ends early", ErrCorrupt)
+	}
+	if d.file == nil {
+		d.data = w.(*bytes.Buffer).Bytes()
+	}
+	r, err := d.reader()
+	if err == nil {
+		d.src, d.dst, err = readDeltaHeader(r)
+	}
+	if err != nil {
+		d.close()
+		return nil, 0, err
+	}
+	return d, in.objs[bi].offset, nil
 }
 
 // baseFile returns the content of the object at offset for random access:

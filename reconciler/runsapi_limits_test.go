@@ -94,7 +94,7 @@ func (f *apiLimitsFixture) follow(t *testing.T, token string) (int, string, func
 	ctx, cancel := context.WithCancel(context.Background())
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.srv.URL+"/api/v1/namespaces/"+f.ns+"/runs/"+f.run+"/logs?follow=true", nil)
 	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := http.DefaultClient.Do(req) //nolint:bodyclose // the returned stop closes it
 	if err != nil {
 		cancel()
 		t.Fatal(err)

@@ -166,8 +166,8 @@ func getJSON(ctx context.Context, c Config, endpoint string, out any) error {
 	defer resp.Body.Close()
 	c.Metrics.quota(c.Type, resp.Header)
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	switch {
-	case resp.StatusCode/100 == 2:
+	switch resp.StatusCode / 100 {
+	case 2:
 		if err = json.Unmarshal(raw, out); err != nil {
 			err = &APIError{Forge: c.Type, StatusCode: resp.StatusCode, Message: "the pull request list is not JSON"}
 		}

@@ -33,9 +33,17 @@ var (
 type ingestLimits struct {
 	packBytes   int64  // bytes received
 	objectBytes int64  // one inflated object, streamed
-	deltaBytes  int64  // one delta or delta result, held in memory
+	deltaBytes  int64  // one delta or delta result
 	objects     uint32 // objects in the pack
+	// memBytes is the largest object or delta resolved in memory; larger
+	// ones are resolved through files, so two similar 400 MB files cost a
+	// few buffers, not several copies of themselves. 0: defaultMemBytes.
+	memBytes int64
 }
+
+// defaultMemBytes: delta chains of source files and configs stay in
+// memory (and in the content cache); models and data files go to disk.
+const defaultMemBytes = 8 << 20
 
 // packObject is what the index needs of one object, plus its type.
 type packObject struct {
@@ -58,6 +66,8 @@ type ingester struct {
 	cache    *contentCache
 	spool    *spool
 	copyBuf  []byte
+	big      *bigObjects // large objects, resolved on disk
+	pbuf     []byte      // streamPatch's buffer, allocated on first use
 }
 
 type deferredDelta struct {
@@ -90,7 +100,12 @@ func ingestPack(src io.Reader, packDir string, lim ingestLimits, sp *spool) (int
 		cache:    newContentCache(8 << 20),
 		spool:    sp,
 		copyBuf:  make([]byte, 32<<10),
+		big:      &bigObjects{dir: packDir, files: map[int64]bigObject{}},
 	}
+	if in.lim.memBytes <= 0 {
+		in.lim.memBytes = defaultMemBytes
+	}
+	defer in.big.close()
 	sum, err := in.run()
 	if err != nil || len(in.objs) == 0 {
 		return 0, err
@@ -280,11 +295,15 @@ func (in *ingester) ofsDelta(obj packObject, size int64) (packObject, error) {
 	if rel <= 0 || !ok {
 		return obj, fmt.Errorf("%w: delta base not in the pack", ErrCorrupt)
 	}
-	delta, err := in.inflateAll(size)
+	delta, err := in.inflateDelta(size)
 	if err != nil {
 		return obj, err
 	}
-	return in.applyDelta(obj, bi, delta)
+	defer delta.close()
+	if in.large(delta) {
+		return in.applyDeltaOnDisk(obj, baseOff, delta)
+	}
+	return in.applyDelta(obj, bi, delta.data)
 }
 
 // refDelta handles a delta against an object named by hash, which git only
@@ -295,7 +314,7 @@ func (in *ingester) refDelta(obj packObject, size int64) error {
 	if _, err := io.ReadFull(in.r, base[:]); err != nil {
 		return eofCorrupt(err)
 	}
-	if _, err := in.inflateAll(size); err != nil {
+	if err := in.skipObject(size); err != nil {
 		return err
 	}
 	obj.crc = in.r.objectCRC()
@@ -314,15 +333,7 @@ func (in *ingester) resolveDeferred() error {
 				rest = append(rest, d)
 				continue
 			}
-			obj := in.objs[d.idx]
-			content, typ, err := in.contentAt(obj.offset)
-			if err != nil {
-				return err
-			}
-			obj.typ, obj.hash = typ, plumbing.ComputeHash(typ, content)
-			in.objs[d.idx] = obj
-			in.byHash[obj.hash] = d.idx
-			if err := in.spoolContent(typ, obj.hash, content); err != nil {
+			if err := in.resolveRefDelta(d); err != nil {
 				return err
 			}
 			progress = true
@@ -380,45 +391,45 @@ func (in *ingester) spoolContent(typ plumbing.ObjectType, h plumbing.Hash, conte
 	return sw.commit(h)
 }
 
-// contentAt returns the full content and type of the object at offset,
-// resolving deltas by reading their bases back from the pack file.
+// contentAt returns the full content and type of the (small) object at
+// offset, resolving deltas by reading their bases back from the pack file,
+// or from disk for bases too large for memory.
 func (in *ingester) contentAt(offset int64) ([]byte, plumbing.ObjectType, error) {
+	return in.contentAtDepth(offset, 0)
+}
+
+func (in *ingester) contentAtDepth(offset int64, depth int) ([]byte, plumbing.ObjectType, error) {
 	if c, typ, ok := in.cache.get(offset); ok {
 		return c, typ, nil
 	}
-	var chain [][]byte // deltas, outermost first
-	off := offset
-	for depth := 0; ; depth++ {
-		if depth > 4095 {
-			return nil, 0, fmt.Errorf("%w: delta chain too long", ErrCorrupt)
-		}
-		if c, typ, ok := in.cache.get(off); ok {
-			return in.unwind(c, typ, chain, offset)
-		}
-		raw, err := in.readAt(off)
-		if err != nil {
-			return nil, 0, err
-		}
-		if raw.baseOffset < 0 {
-			in.cache.put(off, raw.typ, raw.data)
-			return in.unwind(raw.data, raw.typ, chain, offset)
-		}
-		chain = append(chain, raw.data)
-		off = raw.baseOffset
+	if depth > 4095 {
+		return nil, 0, fmt.Errorf("%w: delta chain too long", ErrCorrupt)
 	}
-}
-
-func (in *ingester) unwind(base []byte, typ plumbing.ObjectType, chain [][]byte, offset int64) ([]byte, plumbing.ObjectType, error) {
-	for i := len(chain) - 1; i >= 0; i-- {
-		var err error
-		if base, err = in.patch(base, chain[i]); err != nil {
-			return nil, 0, err
+	raw, err := in.readAt(offset)
+	if err != nil {
+		return nil, 0, err
+	}
+	if raw.baseOffset < 0 {
+		in.cache.put(offset, raw.typ, raw.data)
+		return raw.data, raw.typ, nil
+	}
+	var content []byte
+	var typ plumbing.ObjectType
+	if src, _, ok := leb128(raw.data); ok && int64(src) > in.lim.memBytes {
+		var buf bytes.Buffer
+		typ, err = in.patchFromDisk(raw.baseOffset, bufio.NewReader(bytes.NewReader(raw.data)), &buf)
+		content = buf.Bytes()
+	} else {
+		var base []byte
+		if base, typ, err = in.contentAtDepth(raw.baseOffset, depth+1); err == nil {
+			content, err = in.patch(base, raw.data)
 		}
 	}
-	if len(chain) > 0 {
-		in.cache.put(offset, typ, base)
+	if err != nil {
+		return nil, 0, err
 	}
-	return base, typ, nil
+	in.cache.put(offset, typ, content)
+	return content, typ, nil
 }
 
 type rawObject struct {
@@ -434,8 +445,8 @@ func (in *ingester) readAt(offset int64) (rawObject, error) {
 	if err != nil {
 		return rawObject{}, err
 	}
-	// Read back into memory: a delta base, bounded like a delta.
-	if size > in.lim.deltaBytes {
+	// Read back into memory: a small object or a delta, bounded like one.
+	if size > max(in.lim.memBytes, in.lim.deltaBytes) {
 		return rawObject{}, &LimitError{Limit: "file size", Max: in.lim.deltaBytes}
 	}
 	raw := rawObject{typ: typ, baseOffset: -1}

@@ -153,10 +153,15 @@ func FuzzIngestPack(f *testing.F) {
 	ref, _ := testPack(f, true)
 	f.Add(ofs)
 	f.Add(ref)
+	f.Add(append(ofs, 0)) // odd lengths take the on-disk path
+	f.Add(append(ref, 0))
 	f.Add([]byte("PACK\x00\x00\x00\x02\x00\x00\x00\x00"))
 	f.Fuzz(func(t *testing.T, pack []byte) {
 		dir := t.TempDir()
 		lim := ingestLimits{packBytes: 1 << 20, objectBytes: 1 << 16, deltaBytes: 1 << 16, objects: 1000}
+		if len(pack)%2 == 1 {
+			lim.memBytes = 32 // every delta resolved on disk
+		}
 		n, err := ingestPack(bytes.NewReader(pack), dir, lim, nil)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrUnreachable) {

@@ -125,6 +125,7 @@ func NewWebhookServer(addr string, h http.Handler) *http.Server {
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    256 << 10,
 	}
 }

@@ -1,7 +1,6 @@
 package reconciler
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -148,17 +147,25 @@ func nodeDiagnosis(ctx context.Context, c client.Reader, name string) NodeDiagno
 	return nd
 }
 
+// Events are read in pages, and only so many: a namespace may hold
+// hundreds of thousands, and a diagnosis must not hold them all.
+const (
+	diagnoseEventPage     = 500
+	diagnoseMaxEventPages = 4
+)
+
 // addEvents keeps the newest events whose object is the run or named after
-// it (its Jobs, Workloads and pods).
+// it (its Jobs, Workloads and pods), of the namespace's first pages.
 func (d *Diagnosis) addEvents(ctx context.Context, c client.Reader, run *taugridv1.TauRun) error {
-	var evs eventsv1.EventList
-	if err := c.List(ctx, &evs, client.InNamespace(run.Namespace)); err != nil {
+	events, complete, err := listEvents(ctx, c, run.Namespace, diagnoseEventPage, diagnoseMaxEventPages,
+		func(e *eventsv1.Event) bool { return strings.HasPrefix(e.Regarding.Name, run.Name) })
+	if err != nil {
 		return err
 	}
-	for _, e := range evs.Items {
-		if !strings.HasPrefix(e.Regarding.Name, run.Name) {
-			continue
-		}
+	if !complete {
+		d.Truncated = append(d.Truncated, fmt.Sprintf("events: only the first %d of the namespace's events were searched", diagnoseEventPage*diagnoseMaxEventPages))
+	}
+	for _, e := range events {
 		t := e.EventTime.Time
 		if t.IsZero() {
 			t = e.DeprecatedLastTimestamp.Time
@@ -175,6 +182,29 @@ func (d *Diagnosis) addEvents(ctx context.Context, c client.Reader, run *taugrid
 		d.Events = d.Events[n-diagnoseMaxEvents:]
 	}
 	return nil
+}
+
+// listEvents lists the namespace's events page by page (Limit and
+// Continue), keeping those keep accepts, and stops after maxPages pages;
+// complete says whether it read them all.
+func listEvents(ctx context.Context, c client.Reader, ns string, page int64, maxPages int, keep func(*eventsv1.Event) bool) ([]eventsv1.Event, bool, error) {
+	var out []eventsv1.Event
+	cont := ""
+	for range maxPages {
+		var evs eventsv1.EventList
+		if err := c.List(ctx, &evs, client.InNamespace(ns), client.Limit(page), client.Continue(cont)); err != nil {
+			return nil, false, err
+		}
+		for i := range evs.Items {
+			if keep(&evs.Items[i]) {
+				out = append(out, evs.Items[i])
+			}
+		}
+		if cont = evs.Continue; cont == "" {
+			return out, true, nil
+		}
+	}
+	return out, false, nil
 }
 
 // logTail is the end of a pod's first container's log, bounded in lines
@@ -214,32 +244,34 @@ func SecretMasker(ctx context.Context, c client.Reader, ns string, pods []corev1
 			values = append(values, string(v))
 		}
 	}
+	for i := range pods {
+		values = append(values, secretEnvValues(&pods[i].Spec)...)
+	}
 	return evidence.NewMasker(values...), nil
 }
 
-// copyMasked streams r to w line by line, masked. A line longer than 64 KiB
-// is masked in 64 KiB pieces.
-func copyMasked(w io.Writer, r io.Reader, m *evidence.Masker) error {
-	br := bufio.NewReaderSize(r, 64<<10)
-	for {
-		line, err := br.ReadSlice('\n')
-		if len(line) > 0 {
-			if _, werr := io.WriteString(w, m.Mask(string(line))); werr != nil {
-				return werr
+// secretEnvValues are the literal values of variables whose names say they
+// hold a credential (WANDB_API_KEY: "..." written into the pod spec rather
+// than read from a Secret).
+func secretEnvValues(s *corev1.PodSpec) []string {
+	var values []string
+	for _, ctr := range append(append([]corev1.Container(nil), s.InitContainers...), s.Containers...) {
+		for _, v := range ctr.Env {
+			if v.Value != "" && evidence.SecretEnvName(v.Name) {
+				values = append(values, v.Value)
 			}
 		}
-		switch {
-		case errors.Is(err, bufio.ErrBufferFull):
-			continue
-		case errors.Is(err, io.EOF):
-			return nil
-		case err != nil:
-			return err
-		}
-		if f, ok := w.(interface{ Flush() }); ok {
-			f.Flush()
-		}
 	}
+	return values
+}
+
+// copyMasked streams r to w masked, whatever the chunking: each complete
+// line at once (flushed, for followed logs), a long line in pieces cut
+// where no secret can straddle them.
+func copyMasked(w io.Writer, r io.Reader, m *evidence.Masker) error {
+	mw := m.NewWriter(w)
+	_, err := io.Copy(mw, r)
+	return errors.Join(err, mw.Close())
 }
 
 // PodLogs reads pod logs through the API server.

@@ -284,10 +284,11 @@ func (e *EvidenceRecorder) collectSecrets(ctx context.Context, c *collection) er
 	for i := range pods.Items {
 		specs = append(specs, &pods.Items[i].Spec)
 	}
+	var values []string
 	for _, s := range specs {
 		secretNames(s, names)
+		values = append(values, secretEnvValues(s)...)
 	}
-	var values []string
 	for _, name := range slices.Sorted(maps.Keys(names)) {
 		s := &corev1.Secret{}
 		if err := e.reader().Get(ctx, types.NamespacedName{Namespace: c.run.Namespace, Name: name}, s); err != nil {

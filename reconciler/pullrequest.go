@@ -1,20 +1,31 @@
 package reconciler
 
 import (
+	"archive/tar"
 	"bytes"
+	"cmp"
+	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"maps"
+	"math"
 	"path"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"testing/fstest"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/gitsource"
 	"github.com/taugrid/taugrid/reconciler/forge"
 	"github.com/taugrid/taugrid/render"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -24,7 +35,7 @@ const ValidateContext = "tau/validate"
 // pullHeadRE matches the head refs forges advertise for pull and merge
 // requests: refs/pull/<n>/head (GitHub, Gitea) and
 // refs/merge-requests/<n>/head (GitLab).
-var pullHeadRE = regexp.MustCompile(`^refs/(pull|merge-requests)/[0-9]+/head$`)
+var pullHeadRE = regexp.MustCompile(`^refs/(pull|merge-requests)/([0-9]+)/head$`)
 
 // PullRequests validates the tau files a pull request changes and reports
 // the verdict as a tau/validate status on its head commit: the same checks
@@ -35,10 +46,37 @@ type PullRequests struct {
 	Git      Git
 	Policies PolicyProvider
 	Forge    *ForgeReconciler // builds the poster from the repository's spec.forge
+	// MaxTree is the largest source archive of a head validated; 0 means
+	// maxPullRequestTree.
+	MaxTree int64
 }
 
+// Bounds of pull request validation. Forges keep the head ref of every
+// pull request that ever existed, so without them every poll would archive
+// and validate all of them and status.validatedHeads would grow past what
+// an object may hold.
+const (
+	// maxPullRequests is how many pull requests are validated: the most
+	// recently opened of those the forge lists as open, or, where its API
+	// does not list them, the highest-numbered head refs.
+	maxPullRequests = 50
+	// maxPullRequestTree is the largest source archive of a head that is
+	// validated; a larger head gets a status saying so, and the others are
+	// validated all the same.
+	maxPullRequestTree = 256 << 20
+	// maxTauFile bounds one tau file read from a head.
+	maxTauFile = 1 << 20
+)
+
+// errTreeTooLarge is a head not validated for its size.
+var errTreeTooLarge = errors.New("tree too large")
+
 // reconcilePullRequests validates the heads of open pull requests not
-// validated yet. It records them in status.validatedHeads.
+// validated yet and records them in status.validatedHeads, which holds
+// only heads of pull requests still open (at most maxPullRequests). A head
+// that cannot be validated (too large, gone) gets a status saying why; a
+// transient failure is returned and retried at the next poll, after the
+// other heads are done.
 func (p *PullRequests) reconcilePullRequests(ctx context.Context, repo *taugridv1.TauRepository, remote gitsource.Remote) error {
 	refs, err := p.Git.ListRefs(ctx, remote)
 	if err != nil {
@@ -48,32 +86,106 @@ func (p *PullRequests) reconcilePullRequests(ctx context.Context, repo *taugridv
 	if !ok {
 		return nil
 	}
+	heads, err := p.openHeads(ctx, repo, refs)
+	if err != nil {
+		return err
+	}
 	done := map[string]bool{}
 	for _, h := range repo.Status.ValidatedHeads {
 		done[h] = true
 	}
-	open := map[string]bool{}
-	for _, name := range slices.Sorted(maps.Keys(refs)) {
-		if !pullHeadRE.MatchString(name) {
-			continue
-		}
-		head := refs[name].Commit()
-		open[head] = true
-		if done[head] {
+	validated := map[string]bool{}
+	var errs []error
+	for _, name := range slices.Sorted(maps.Keys(heads)) {
+		head := heads[name]
+		if done[head] || validated[head] {
+			validated[head] = true
 			continue
 		}
 		if err := p.validate(ctx, repo, remote, name, head, baseRef, base); err != nil {
-			return err
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			continue
 		}
-		done[head] = true
+		validated[head] = true
 	}
-	repo.Status.ValidatedHeads = nil
-	for _, h := range slices.Sorted(maps.Keys(open)) {
-		if done[h] {
-			repo.Status.ValidatedHeads = append(repo.Status.ValidatedHeads, h)
+	repo.Status.ValidatedHeads = slices.Sorted(maps.Keys(validated))
+	return errors.Join(errs...)
+}
+
+// openHeads maps the head refs to validate to their commits: those of the
+// forge's open pull requests, or, where the forge's API will not list them
+// (a token that may post statuses but not read pull requests), the
+// maxPullRequests highest-numbered head refs.
+func (p *PullRequests) openHeads(ctx context.Context, repo *taugridv1.TauRepository, refs gitsource.RefSet) (map[string]string, error) {
+	prs, err := p.openPulls(ctx, repo)
+	if forge.IsTerminal(err) {
+		return newestHeads(refs, maxPullRequests), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("listing open pull requests: %w", err)
+	}
+	heads := map[string]string{}
+	for _, pr := range prs {
+		ref := pr.HeadRef(forge.Type(repo.Spec.Forge.Type))
+		if r, ok := refs[ref]; ok { // the ref's commit, which is what is fetched
+			heads[ref] = r.Commit()
 		}
 	}
-	return nil
+	return heads, nil
+}
+
+// openPulls asks the forge named by spec.forge for its open pull requests.
+func (p *PullRequests) openPulls(ctx context.Context, repo *taugridv1.TauRepository) ([]forge.PullRequest, error) {
+	f := repo.Spec.Forge
+	owner, name, root, err := forge.ParseRepoURL(repo.Spec.URL)
+	if err != nil {
+		return nil, err
+	}
+	var secret corev1.Secret
+	if err := p.Client.Get(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: f.SecretRef.Name}, &secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &forge.ConfigError{Msg: fmt.Sprintf("Secret %s/%s not found", repo.Namespace, f.SecretRef.Name)}
+		}
+		return nil, err
+	}
+	cfg := forge.Config{Type: forge.Type(f.Type), APIURL: f.APIURL, Token: string(secret.Data[SecretToken])}
+	if fr := p.Forge; fr != nil {
+		cfg.HTTPClient, cfg.Metrics, cfg.Clock = fr.HTTPClient, fr.Metrics, fr.Clock
+		if cfg.APIURL == "" && cfg.Type == forge.GitHub {
+			cfg.APIURL = fr.GitHubAPIURL
+		}
+		if cfg.Token == "" && f.CheckRuns {
+			if cfg.Token, err = fr.appToken(ctx, cmp.Or(cfg.APIURL, forge.DefaultGitHubAPI), secret.Data); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if cfg.APIURL == "" && cfg.Type != forge.GitHub {
+		cfg.APIURL = root
+	}
+	return forge.OpenPullRequests(ctx, cfg, owner, name, maxPullRequests)
+}
+
+// newestHeads are the n highest-numbered pull request head refs, the most
+// recently opened, for forges whose API does not say which are open.
+func newestHeads(refs gitsource.RefSet, n int) map[string]string {
+	type head struct {
+		ref    string
+		number int
+	}
+	var all []head
+	for name := range refs {
+		if m := pullHeadRE.FindStringSubmatch(name); m != nil {
+			number, _ := strconv.Atoi(m[2])
+			all = append(all, head{name, number})
+		}
+	}
+	slices.SortFunc(all, func(a, b head) int { return cmp.Or(b.number-a.number, strings.Compare(a.ref, b.ref)) })
+	out := map[string]string{}
+	for _, h := range all[:min(n, len(all))] {
+		out[h.ref] = refs[h.ref].Commit()
+	}
+	return out
 }
 
 // defaultBranch is main, or master, and where it points.
@@ -88,26 +200,44 @@ func defaultBranch(refs gitsource.RefSet) (string, gitsource.Ref, bool) {
 
 // validate checks the tau files that differ between the pull request's head
 // and the default branch, and posts the verdict; a head that changes no tau
-// file gets no status.
+// file gets no status. A head that cannot be read for a reason of its own
+// (too large, gone, malformed) gets an error status saying so.
 func (p *PullRequests) validate(ctx context.Context, repo *taugridv1.TauRepository, remote gitsource.Remote, ref, head, baseRef string, base gitsource.Ref) error {
-	headTree, err := treeFS(ctx, p.Git, remote, ref, head)
+	st := forge.Status{SHA: head, Context: ValidateContext, State: forge.StateSuccess}
+	headTree, err := tauFiles(ctx, p.Git, remote, ref, head, cmp.Or(p.MaxTree, maxPullRequestTree))
 	if err != nil {
-		return err
+		if !headTerminal(err) {
+			return err
+		}
+		st.State, st.Description = forge.StateError, "not validated: "+firstLine(err.Error())
+		return p.post(ctx, repo, st)
 	}
-	baseTree, err := treeFS(ctx, p.Git, remote, baseRef, base.Commit())
+	baseTree, err := tauFiles(ctx, p.Git, remote, baseRef, base.Commit(), math.MaxInt64)
 	if err != nil {
-		return err
+		return fmt.Errorf("reading the default branch: %w", err)
 	}
 	changed := changedTauFiles(headTree, baseTree)
 	if len(changed) == 0 {
 		return nil
 	}
-	verdict := p.check(ctx, repo, headTree, changed)
-	st := forge.Status{SHA: head, Context: ValidateContext, State: forge.StateSuccess,
-		Description: fmt.Sprintf("%s valid under the platform policy", strings.Join(changed, ", "))}
-	if verdict != nil {
+	st.Description = fmt.Sprintf("%s valid under the platform policy", strings.Join(changed, ", "))
+	if verdict := p.check(ctx, repo, headTree, changed); verdict != nil {
 		st.State, st.Description = forge.StateFailure, firstLine(verdict.Error())
 	}
+	return p.post(ctx, repo, st)
+}
+
+// headTerminal: a failure of this head alone, which retrying cannot heal.
+func headTerminal(err error) bool {
+	for _, kind := range []error{errTreeTooLarge, gitsource.ErrTooLarge, gitsource.ErrNotFound, gitsource.ErrRefMoved, gitsource.ErrCorrupt} {
+		if errors.Is(err, kind) {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *PullRequests) post(ctx context.Context, repo *taugridv1.TauRepository, st forge.Status) error {
 	poster, err := p.Forge.posterFor(ctx, repo, &st, false)
 	if err != nil {
 		return err
@@ -115,6 +245,69 @@ func (p *PullRequests) validate(ctx context.Context, repo *taugridv1.TauReposito
 	st.Description = forge.Shorten(st.Description, forge.MaxDescription)
 	_, err = poster.Post(ctx, st)
 	return err
+}
+
+// tauFiles reads tau.yaml and tau/*.yaml at commit from its source
+// archive, skipping every other file, so a large tree costs no memory. An
+// archive over maxTree bytes is refused with errTreeTooLarge.
+func tauFiles(ctx context.Context, g Git, remote gitsource.Remote, ref, commit string, maxTree int64) (fstest.MapFS, error) {
+	a, err := g.Archive(ctx, remote, ref, commit)
+	if err != nil {
+		return nil, err
+	}
+	if a.Size > maxTree {
+		return nil, fmt.Errorf("%w: its source archive is %s, over the %s pull requests are validated up to",
+			errTreeTooLarge, sizeOf(a.Size), sizeOf(maxTree))
+	}
+	f, err := g.OpenArchive(a.Digest)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, err
+	}
+	fsys := fstest.MapFS{}
+	tr := tar.NewReader(zr)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return fsys, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the archive of %s: %w", commit, err)
+		}
+		name := strings.TrimPrefix(path.Clean(h.Name), "/")
+		if h.Typeflag != tar.TypeReg || !isTauFile(name) {
+			continue
+		}
+		data, err := io.ReadAll(io.LimitReader(tr, maxTauFile+1))
+		if err != nil {
+			return nil, err
+		}
+		if len(data) > maxTauFile {
+			return nil, fmt.Errorf("%w: %s is over %d KiB", errTreeTooLarge, name, maxTauFile>>10)
+		}
+		fsys[name] = &fstest.MapFile{Data: data, Mode: 0o444}
+	}
+}
+
+// sizeOf is n bytes in KiB or MiB.
+func sizeOf(n int64) string {
+	if n < 1<<20 {
+		return fmt.Sprintf("%d KiB", n>>10)
+	}
+	return fmt.Sprintf("%d MiB", n>>20)
+}
+
+// isTauFile: tau.yaml or tau/<target>.yaml, what changedTauFiles compares.
+func isTauFile(name string) bool {
+	if name == "tau.yaml" {
+		return true
+	}
+	dir, file := path.Split(name)
+	return dir == "tau/" && path.Ext(file) == ".yaml"
 }
 
 // changedTauFiles lists tau.yaml and tau/*.yaml files that the head adds

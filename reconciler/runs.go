@@ -8,6 +8,7 @@ import (
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -24,13 +25,16 @@ func (e *ErrNoRun) Error() string {
 // FindRun finds a run by its TauRun name, its run id (the run ref's last
 // element) or its full ref; the newest run of a ref wins.
 func FindRun(ctx context.Context, c client.Reader, ns, id string) (*taugridv1.TauRun, error) {
-	run := &taugridv1.TauRun{}
-	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: id}, run)
-	if err == nil {
-		return run, nil
-	}
-	if !apierrors.IsNotFound(err) && !apierrors.IsBadRequest(err) && !apierrors.IsInvalid(err) {
-		return nil, err
+	// An id that cannot be a name ("sweep/lr-0.1", "../x") is only a ref.
+	if len(validation.IsDNS1123Subdomain(id)) == 0 {
+		run := &taugridv1.TauRun{}
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: id}, run)
+		if err == nil {
+			return run, nil
+		}
+		if !apierrors.IsNotFound(err) && !apierrors.IsBadRequest(err) && !apierrors.IsInvalid(err) {
+			return nil, err
+		}
 	}
 	ref := id
 	if !strings.HasPrefix(ref, "refs/") {

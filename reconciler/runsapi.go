@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -34,6 +35,8 @@ const (
 	APINamespaceKey   = "namespace"
 	apiTokenCacheTime = 10 * time.Second
 	apiMaxLogTail     = 10000
+	// DefaultMaxFollows is how many logs one token may follow at once.
+	DefaultMaxFollows = 4
 )
 
 // Tokens maps bearer tokens to the tenant namespace they may read. Only
@@ -119,6 +122,38 @@ type RunsAPI struct {
 	Logs      LogSource
 	Tokens    *Tokens
 	Nudger    RepositoryNudger
+	// MaxFollows bounds the logs one token follows at once (each holds a
+	// stream from the API server); 0 means DefaultMaxFollows.
+	MaxFollows int
+
+	follows follows
+}
+
+// follows counts the open log follows of each token, by its digest.
+type follows struct {
+	mu   sync.Mutex
+	open map[[32]byte]int
+}
+
+// acquire takes one of limit follows for token; release gives it back.
+func (f *follows) acquire(token string, limit int) (release func(), ok bool) {
+	key := sha256.Sum256([]byte(token))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.open[key] >= limit {
+		return nil, false
+	}
+	if f.open == nil {
+		f.open = map[[32]byte]int{}
+	}
+	f.open[key]++
+	return func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.open[key]--; f.open[key] <= 0 {
+			delete(f.open, key)
+		}
+	}, true
 }
 
 // Handler is the API's HTTP handler.
@@ -272,6 +307,13 @@ func (a *RunsAPI) logs(w http.ResponseWriter, r *http.Request, ns string) {
 		}
 		opts.TailLines = &n
 	}
+	if opts.Follow {
+		release, ok := a.followSlot(w, r)
+		if !ok {
+			return
+		}
+		defer release()
+	}
 	mask, err := SecretMasker(r.Context(), a.reader(), ns, []corev1.Pod{*pod})
 	if err != nil {
 		apiError(w, http.StatusInternalServerError, "reading the run's secrets failed")
@@ -285,7 +327,23 @@ func (a *RunsAPI) logs(w http.ResponseWriter, r *http.Request, ns string) {
 	defer rc.Close()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Tau-Pod", pod.Name)
-	_ = copyMasked(flushWriter{w}, rc, mask)
+	_ = copyMasked(streamResponse(w), rc, mask)
+}
+
+// followSlot takes one of the request's token's follows, or answers 429.
+func (a *RunsAPI) followSlot(w http.ResponseWriter, r *http.Request) (release func(), ok bool) {
+	limit := cmp.Or(a.MaxFollows, DefaultMaxFollows)
+	if release, ok = a.follows.acquire(bearer(r), limit); !ok {
+		w.Header().Set("Retry-After", "10")
+		apiError(w, http.StatusTooManyRequests, fmt.Sprintf("this token already follows %d logs, the most it may follow at once: stop one and try again", limit))
+	}
+	return release, ok
+}
+
+// bearer is the request's bearer token, "" without one.
+func bearer(r *http.Request) string {
+	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return strings.TrimSpace(token)
 }
 
 // AttemptPod is the first pod, by name, of the run's latest attempt.
@@ -332,15 +390,6 @@ func (a *RunsAPI) nudge(w http.ResponseWriter, r *http.Request, ns string) {
 		}
 	}
 	apiError(w, http.StatusNotFound, fmt.Sprintf("namespace %s has no TauRepository for %s", ns, body.Repository))
-}
-
-type flushWriter struct{ w http.ResponseWriter }
-
-func (f flushWriter) Write(p []byte) (int, error) { return f.w.Write(p) }
-func (f flushWriter) Flush() {
-	if fl, ok := f.w.(http.Flusher); ok {
-		fl.Flush()
-	}
 }
 
 func writeJSON(w http.ResponseWriter, v any) {

@@ -122,7 +122,9 @@ func (s *Sources) serve(w http.ResponseWriter, r *http.Request, run *taugridv1.T
 	if r.Method == http.MethodHead {
 		return
 	}
-	_, _ = io.Copy(w, f)
+	// Up to gigabytes: each write gets its own deadline, so a slow but
+	// reading client finishes and one that stopped reading is dropped.
+	_, _ = io.Copy(streamResponse(w), f)
 }
 
 // errSourceDenied: the token is not the current attempt's init container

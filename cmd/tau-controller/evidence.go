@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"net/http"
 	"os"
 	"time"
 
@@ -78,7 +77,7 @@ func setupEvidence(mgr manager.Manager, cfg *rest.Config, git *gitsource.Client,
 		// The runs API's tokens: a team's token reads its own evidence.
 		page := &evidence.Server{Store: store, Runs: &reconciler.EvidenceRuns{Client: c}, Log: ctrl.Log.WithName("evidence"),
 			Links: links, Tokens: &reconciler.Tokens{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Clock: clock.RealClock{}}}
-		srv := &http.Server{Addr: eo.addr, Handler: page.Handler(), ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
+		srv := reconciler.NewServer(eo.addr, page.Handler())
 		if err := mgr.Add(httpRunnable{srv}); err != nil {
 			return nil, err
 		}

@@ -214,13 +214,14 @@ func setupServers(mgr manager.Manager, sources *reconciler.Sources, clientset ku
 		gitsource.WebhookOptions{Log: ctrl.Log.WithName("webhook")})))
 	servers := []*http.Server{
 		gitsource.NewWebhookServer(o.webhookAddr, hooks),
-		{Addr: o.sourceAddr, Handler: sources, ReadHeaderTimeout: 10 * time.Second},
+		reconciler.NewServer(o.sourceAddr, sources), // archives stream: each write has its own deadline
 	}
 	if o.apiAddr != "0" {
 		api := &reconciler.RunsAPI{Client: c, APIReader: mgr.GetAPIReader(), Logs: reconciler.PodLogs{Pods: clientset.CoreV1()},
 			Tokens: &reconciler.Tokens{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Clock: clock.RealClock{}}, Nudger: nudger}
-		// No WriteTimeout: followed logs stream for as long as the pod runs.
-		servers = append(servers, &http.Server{Addr: o.apiAddr, Handler: api.Handler(), ReadHeaderTimeout: 10 * time.Second})
+		// Followed logs stream for as long as the pod runs: each write has
+		// its own deadline, and a token follows only so many at once.
+		servers = append(servers, reconciler.NewServer(o.apiAddr, api.Handler()))
 	}
 	for _, s := range servers {
 		if err := mgr.Add(httpRunnable{s}); err != nil {

@@ -1,0 +1,183 @@
+package forge
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/google/go-github/v62/github"
+	"k8s.io/utils/clock"
+)
+
+// PullRequest is an open pull (or merge) request: its number and the
+// commit its head is at.
+type PullRequest struct {
+	Number int
+	Head   string
+}
+
+// HeadRef is where the forge keeps the request's head: refs/pull/<n>/head
+// on GitHub and Gitea, refs/merge-requests/<n>/head on GitLab.
+func (p PullRequest) HeadRef(t Type) string {
+	if t == GitLab {
+		return fmt.Sprintf("refs/merge-requests/%d/head", p.Number)
+	}
+	return fmt.Sprintf("refs/pull/%d/head", p.Number)
+}
+
+// OpenPullRequests lists up to limit of the repository's open pull
+// requests, most recently created first. Forges keep the head refs of
+// closed ones for ever; this list is what is open now.
+func OpenPullRequests(ctx context.Context, c Config, owner, repo string, limit int) ([]PullRequest, error) {
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{Timeout: 15 * time.Second}
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
+	}
+	if c.Token == "" {
+		return nil, &ConfigError{Msg: "no token"}
+	}
+	switch c.Type {
+	case GitHub:
+		g, err := newGitHub(c)
+		if err != nil {
+			return nil, err
+		}
+		return g.openPulls(ctx, owner, repo, limit)
+	case Gitea, GitLab:
+		if _, err := url.Parse(c.APIURL); err != nil || c.APIURL == "" {
+			return nil, &ConfigError{Msg: fmt.Sprintf("%s needs an API URL", c.Type)}
+		}
+		return restOpenPulls(ctx, c, owner, repo, limit)
+	}
+	return nil, &ConfigError{Msg: fmt.Sprintf("unknown forge type %q", c.Type)}
+}
+
+func (g *gitHub) openPulls(ctx context.Context, owner, repo string, limit int) ([]PullRequest, error) {
+	opts := &github.PullRequestListOptions{State: "open", Sort: "created", Direction: "desc",
+		ListOptions: github.ListOptions{PerPage: min(limit, 100)}}
+	var out []PullRequest
+	for len(out) < limit {
+		prs, resp, err := g.client.PullRequests.List(ctx, owner, repo, opts)
+		if resp != nil {
+			g.c.Metrics.quota(GitHub, resp.Header)
+		}
+		err = g.classify(resp, err)
+		g.c.Metrics.observe(GitHub, err)
+		if err != nil {
+			return nil, err
+		}
+		for _, pr := range prs {
+			out = append(out, PullRequest{Number: pr.GetNumber(), Head: pr.GetHead().GetSHA()})
+		}
+		if resp.NextPage == 0 {
+			break
+		}
+		opts.Page = resp.NextPage
+	}
+	return out[:min(len(out), limit)], nil
+}
+
+// restOpenPulls pages through Gitea's GET /api/v1/repos/{owner}/{repo}/pulls
+// or GitLab's GET /api/v4/projects/{id}/merge_requests.
+func restOpenPulls(ctx context.Context, c Config, owner, repo string, limit int) ([]PullRequest, error) {
+	var out []PullRequest
+	const perPage = 50
+	for page := 1; len(out) < limit; page++ {
+		var got []PullRequest
+		var err error
+		if c.Type == GitLab {
+			got, err = gitLabPulls(ctx, c, owner, repo, page, perPage)
+		} else {
+			got, err = giteaPulls(ctx, c, owner, repo, page, perPage)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, got...)
+		if len(got) < perPage {
+			break
+		}
+	}
+	return out[:min(len(out), limit)], nil
+}
+
+func giteaPulls(ctx context.Context, c Config, owner, repo string, page, perPage int) ([]PullRequest, error) {
+	endpoint := fmt.Sprintf("%s/api/v1/repos/%s/%s/pulls?state=open&sort=newest&page=%d&limit=%d",
+		strings.TrimSuffix(c.APIURL, "/"), url.PathEscape(owner), url.PathEscape(repo), page, perPage)
+	var prs []struct {
+		Number int `json:"number"`
+		Head   struct {
+			SHA string `json:"sha"`
+		} `json:"head"`
+	}
+	if err := getJSON(ctx, c, endpoint, &prs); err != nil {
+		return nil, err
+	}
+	out := make([]PullRequest, 0, len(prs))
+	for _, pr := range prs {
+		out = append(out, PullRequest{Number: pr.Number, Head: pr.Head.SHA})
+	}
+	return out, nil
+}
+
+func gitLabPulls(ctx context.Context, c Config, owner, repo string, page, perPage int) ([]PullRequest, error) {
+	endpoint := fmt.Sprintf("%s/api/v4/projects/%s/merge_requests?state=opened&order_by=created_at&sort=desc&page=%d&per_page=%d",
+		strings.TrimSuffix(c.APIURL, "/"), url.PathEscape(owner+"/"+repo), page, perPage)
+	var mrs []struct {
+		IID int    `json:"iid"`
+		SHA string `json:"sha"`
+	}
+	if err := getJSON(ctx, c, endpoint, &mrs); err != nil {
+		return nil, err
+	}
+	out := make([]PullRequest, 0, len(mrs))
+	for _, mr := range mrs {
+		out = append(out, PullRequest{Number: mr.IID, Head: mr.SHA})
+	}
+	return out, nil
+}
+
+// getJSON GETs endpoint with the forge's token and decodes its answer
+// (at most 4 MiB) into out.
+func getJSON(ctx context.Context, c Config, endpoint string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint, nil)
+	if err != nil {
+		return &ConfigError{Msg: "invalid API URL"}
+	}
+	req.Header.Set("Accept", "application/json")
+	if c.Type == GitLab {
+		req.Header.Set("PRIVATE-TOKEN", c.Token)
+	} else {
+		req.Header.Set("Authorization", "token "+c.Token)
+	}
+	resp, err := c.HTTPClient.Do(req)
+	if err != nil {
+		err = transportError(c.Type, err)
+		c.Metrics.observe(c.Type, err)
+		return err
+	}
+	defer resp.Body.Close()
+	c.Metrics.quota(c.Type, resp.Header)
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	switch resp.StatusCode / 100 {
+	case 2:
+		if err = json.Unmarshal(raw, out); err != nil {
+			err = &APIError{Forge: c.Type, StatusCode: resp.StatusCode, Message: "the pull request list is not JSON"}
+		}
+	default:
+		if d, ok := rateLimitWait(resp, c.Clock); ok {
+			err = &WaitError{Forge: c.Type, After: d}
+		} else {
+			err = &APIError{Forge: c.Type, StatusCode: resp.StatusCode, Message: apiMessage(raw)}
+		}
+	}
+	c.Metrics.observe(c.Type, err)
+	return err
+}

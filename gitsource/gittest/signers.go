@@ -17,13 +17,12 @@ type SSHSigner struct {
 	Public string
 }
 
-// NewSSHSigner makes a key in a temporary directory; it skips the test
-// where ssh-keygen is not installed.
+// NewSSHSigner makes a key in a temporary directory. Where ssh-keygen is
+// not installed it skips the test, and fails it in CI (CI=true), which
+// installs it.
 func NewSSHSigner(t testing.TB, comment string) SSHSigner {
 	t.Helper()
-	if _, err := exec.LookPath("ssh-keygen"); err != nil {
-		t.Skip("ssh-keygen is not installed")
-	}
+	requireTool(t, "ssh-keygen", "openssh-client")
 	key := filepath.Join(t.TempDir(), "id_ed25519")
 	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", key).CombinedOutput(); err != nil {
 		t.Fatalf("ssh-keygen: %v: %s", err, out)
@@ -33,6 +32,18 @@ func NewSSHSigner(t testing.TB, comment string) SSHSigner {
 		t.Fatal(err)
 	}
 	return SSHSigner{KeyFile: key, Public: strings.TrimSpace(string(pub))}
+}
+
+// requireTool skips a test that needs a missing tool, or fails it in CI.
+func requireTool(t testing.TB, tool, pkg string) {
+	t.Helper()
+	if _, err := exec.LookPath(tool); err == nil {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is not installed; CI must install it (apt-get install %s)", tool, pkg)
+	}
+	t.Skipf("%s is not installed (apt-get install --no-install-recommends %s)", tool, pkg)
 }
 
 // GitArgs are the options that make git sign with the key.
@@ -49,12 +60,11 @@ type GPGSigner struct {
 
 // NewGPGSigner makes an ed25519 signing key for uid ("Alice
 // <alice@example.com>") that expires after expire (gpg's syntax: "0" for
-// never, "1d"); it skips the test where gpg is not installed.
+// never, "1d"). Where gpg is not installed it skips the test, and fails
+// it in CI (CI=true), which installs it.
 func NewGPGSigner(t testing.TB, uid, expire string) GPGSigner {
 	t.Helper()
-	if _, err := exec.LookPath("gpg"); err != nil {
-		t.Skip("gpg is not installed")
-	}
+	requireTool(t, "gpg", "gnupg")
 	// A short path: gpg-agent's socket lives in the home directory.
 	home, err := os.MkdirTemp("", "gpg")
 	if err != nil {

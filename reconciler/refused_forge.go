@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/reconciler/forge"
@@ -45,7 +46,7 @@ func (r *RefusalReporter) Reconcile(ctx context.Context, req reconcile.Request) 
 			continue
 		}
 		if err := r.claim(ctx, repo, refusalKey(rf)); apierrors.IsConflict(err) {
-			return reconcile.Result{Requeue: true}, nil // the cache lags: read again
+			return reconcile.Result{RequeueAfter: time.Second}, nil // the cache lags: read again
 		} else if err != nil {
 			return reconcile.Result{}, err
 		}

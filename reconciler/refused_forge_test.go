@@ -43,7 +43,7 @@ func TestARefusedRunRefGetsOneFailureStatusOnItsCommit(t *testing.T) {
 		}
 	}
 	lagging := &RefusalReporter{Client: &staleReads{Client: k8s, repo: stale}, Forge: f.r, Recorder: f.rec}
-	if res, err := lagging.Reconcile(context.Background(), requestFor(f.repo)); err != nil || !res.Requeue {
+	if res, err := lagging.Reconcile(context.Background(), requestFor(f.repo)); err != nil || res.RequeueAfter == 0 {
 		t.Errorf("a reporter reading a stale repository: %+v, %v; want a requeue, no post", res, err)
 	}
 	calls := f.srv.Accepted()

@@ -291,8 +291,8 @@ func (r *RunReconciler) credentialSecrets(ctx context.Context, ns string) ([]str
 	var names []string
 	for _, repo := range repos.Items {
 		s := repo.Spec
-		if s.GitSource.SecretRef != nil {
-			names = append(names, s.GitSource.SecretRef.Name)
+		if s.SecretRef != nil {
+			names = append(names, s.SecretRef.Name)
 		}
 		if s.Webhook != nil {
 			names = append(names, s.Webhook.SecretRef.Name)

@@ -139,7 +139,7 @@ func TestSourceArchivesAreServedOnlyToTheirRunsInitContainer(t *testing.T) {
 		}
 	}
 	token := initToken(t, f.pod)
-	resp, body := getWithToken(t, f.url, token)
+	resp, body := getWithToken(t, f.url, token) //nolint:bodyclose // getWithToken reads and closes it
 	sum := sha256.Sum256(body)
 	if resp.StatusCode != http.StatusOK || hex.EncodeToString(sum[:]) != f.digest {
 		t.Fatalf("GET %s with the init container's token: %s, %d bytes with sha256 %x; want 200 and %s", f.url, resp.Status, len(body), sum, f.digest)
@@ -150,7 +150,7 @@ func TestSourceArchivesAreServedOnlyToTheirRunsInitContainer(t *testing.T) {
 		"another tenant":   "/source/rt1-a/" + f.run.Name + "/" + f.digest + ".tar.gz",
 		"a path traversal": "/source/" + f.ns + "/../../etc/passwd",
 	} {
-		resp, body := getWithToken(t, f.srv.URL+path, token)
+		resp, body := getWithToken(t, f.srv.URL+path, token) //nolint:bodyclose // getWithToken reads and closes it
 		if resp.StatusCode == http.StatusOK || len(body) > 100 {
 			t.Errorf("%s: GET %s = %s with %d bytes, want a refusal without data", name, path, resp.Status, len(body))
 		}
@@ -184,7 +184,7 @@ func TestSourceArchivesRefuseEveryOtherCredential(t *testing.T) {
 		"another pod of team a":           initToken(t, other),
 		"a pod of an attempt not started": initToken(t, next),
 	} {
-		resp, body := getWithToken(t, f.url, token)
+		resp, body := getWithToken(t, f.url, token) //nolint:bodyclose // getWithToken reads and closes it
 		want := http.StatusForbidden
 		if token == "" {
 			want = http.StatusUnauthorized

@@ -2,6 +2,7 @@ package gittest
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,8 +73,8 @@ func NewGPGSigner(t testing.TB, uid, expire string) GPGSigner {
 	}
 	g := GPGSigner{Home: home, t: t}
 	t.Cleanup(func() {
-		exec.Command("gpgconf", "--homedir", home, "--kill", "gpg-agent").Run()
-		os.RemoveAll(home)
+		_ = exec.Command("gpgconf", "--homedir", home, "--kill", "gpg-agent").Run() // no agent is fine
+		_ = os.RemoveAll(home)
 	})
 	g.gpg("--quick-gen-key", uid, "ed25519", "sign", expire)
 	for _, line := range strings.Split(g.gpg("--with-colons", "--list-keys", uid), "\n") {
@@ -90,7 +91,7 @@ func (g GPGSigner) gpg(args ...string) string {
 	out, err := exec.Command("gpg", args...).Output()
 	if err != nil {
 		var stderr []byte
-		if ee, ok := err.(*exec.ExitError); ok {
+		if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 			stderr = ee.Stderr
 		}
 		g.t.Fatalf("gpg %v: %v: %s", args, err, stderr)

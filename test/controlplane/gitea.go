@@ -204,7 +204,7 @@ func (g *Gitea) createAdmin(ctx context.Context, bin string, args []string) erro
 	m := tokenLine.FindSubmatch(out)
 	if err != nil || m == nil {
 		return &ComponentError{Component: "gitea admin user create", LogPath: g.LogPath,
-			Err: fmt.Errorf("%v: %s", err, lastLines(string(out), 5))}
+			Err: fmt.Errorf("%w: %s", err, lastLines(string(out), 5))}
 	}
 	g.Token = string(m[1])
 	return nil
@@ -247,7 +247,7 @@ func (g *Gitea) CreateRepo(ctx context.Context, repo string) error {
 	}
 	var ge *GiteaError
 	if err := g.API(ctx, http.MethodPost, "orgs", map[string]any{"username": owner, "visibility": "public"}, nil); err != nil &&
-		!(errors.As(err, &ge) && ge.StatusCode == http.StatusUnprocessableEntity) {
+		(!errors.As(err, &ge) || ge.StatusCode != http.StatusUnprocessableEntity) {
 		return err
 	}
 	return g.API(ctx, http.MethodPost, "orgs/"+owner+"/repos", body, nil)

@@ -123,6 +123,11 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		run.Status.ObservedGeneration = run.Generation
 		r.recordEvidence(ctx, base, run)
 		perr := r.patchStatus(ctx, base, run)
+		if apierrors.IsConflict(perr) {
+			// A stale copy: look again at once, without an error's backoff.
+			result, perr = reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
+			return
+		}
 		if perr == nil {
 			// Only once the end is stored and its evidence sealed: the
 			// pods are what both are read from.
@@ -157,11 +162,15 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	return r.reconcileProgress(ctx, run)
 }
 
+// The patch carries the resourceVersion it was computed from: a reconcile
+// that read a copy the cache had not caught up with gets a conflict, not a
+// status that mixes its stale phase with newer fields (Running with an
+// admitted run's message). The run's watch event brings a fresh look.
 func (r *RunReconciler) patchStatus(ctx context.Context, base, run *taugridv1.TauRun) error {
 	if equality.Semantic.DeepEqual(base.Status, run.Status) {
 		return nil
 	}
-	return client.IgnoreNotFound(r.Status().Patch(ctx, run, client.MergeFrom(base)))
+	return client.IgnoreNotFound(r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})))
 }
 
 // AnnotationResume asks a failed run to resume: a new attempt, from the

@@ -103,7 +103,13 @@ func initToken(t *testing.T, pod *corev1.Pod) string {
 	return ""
 }
 
-func getWithToken(t *testing.T, url, token string) (*http.Response, []byte) {
+// fetched is what a GET answered: its status, the body read and closed.
+type fetched struct {
+	StatusCode int
+	Status     string
+}
+
+func getWithToken(t *testing.T, url, token string) (fetched, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
@@ -118,7 +124,7 @@ func getWithToken(t *testing.T, url, token string) (*http.Response, []byte) {
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	return resp, body
+	return fetched{StatusCode: resp.StatusCode, Status: resp.Status}, body
 }
 
 // TestSourceArchivesAreServedOnlyToTheirRunsInitContainer: the rendered
@@ -139,7 +145,7 @@ func TestSourceArchivesAreServedOnlyToTheirRunsInitContainer(t *testing.T) {
 		}
 	}
 	token := initToken(t, f.pod)
-	resp, body := getWithToken(t, f.url, token) //nolint:bodyclose // getWithToken reads and closes it
+	resp, body := getWithToken(t, f.url, token)
 	sum := sha256.Sum256(body)
 	if resp.StatusCode != http.StatusOK || hex.EncodeToString(sum[:]) != f.digest {
 		t.Fatalf("GET %s with the init container's token: %s, %d bytes with sha256 %x; want 200 and %s", f.url, resp.Status, len(body), sum, f.digest)
@@ -150,7 +156,7 @@ func TestSourceArchivesAreServedOnlyToTheirRunsInitContainer(t *testing.T) {
 		"another tenant":   "/source/rt1-a/" + f.run.Name + "/" + f.digest + ".tar.gz",
 		"a path traversal": "/source/" + f.ns + "/../../etc/passwd",
 	} {
-		resp, body := getWithToken(t, f.srv.URL+path, token) //nolint:bodyclose // getWithToken reads and closes it
+		resp, body := getWithToken(t, f.srv.URL+path, token)
 		if resp.StatusCode == http.StatusOK || len(body) > 100 {
 			t.Errorf("%s: GET %s = %s with %d bytes, want a refusal without data", name, path, resp.Status, len(body))
 		}
@@ -184,7 +190,7 @@ func TestSourceArchivesRefuseEveryOtherCredential(t *testing.T) {
 		"another pod of team a":           initToken(t, other),
 		"a pod of an attempt not started": initToken(t, next),
 	} {
-		resp, body := getWithToken(t, f.url, token) //nolint:bodyclose // getWithToken reads and closes it
+		resp, body := getWithToken(t, f.url, token)
 		want := http.StatusForbidden
 		if token == "" {
 			want = http.StatusUnauthorized

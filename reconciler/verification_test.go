@@ -225,10 +225,12 @@ func TestOnlyAllowedSSHSignersStartRuns(t *testing.T) {
 }
 
 func TestOnlyAllowedOpenPGPSignersStartRuns(t *testing.T) {
-	f := newRunFixture(t, "sg2")
+	// The keys first: the fixture's clock, which judges them, reads the
+	// time it is made, and an OpenPGP key is not valid before its creation.
 	alice := gittest.NewGPGSigner(t, "Alice <alice@example.com>", "0")
 	carol := gittest.NewGPGSigner(t, "Carol <carol@example.com>", "0")
 	mallory := gittest.NewGPGSigner(t, "Mallory <mallory@example.com>", "0")
+	f := newRunFixture(t, "sg2")
 	sshKey := gittest.NewSSHSigner(t, "alice@laptop")
 	signedRef := f.research.signedTag(alice.GitArgs(), alice.Env(), "refs/tau/runs/signed", "target: default\n")
 	revoked := f.research.signedTag(carol.GitArgs(), carol.Env(), "refs/tau/runs/revoked", "target: default\n")

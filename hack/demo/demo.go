@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -475,7 +476,13 @@ func (d *demo) evidence(ctx context.Context, page string) error {
 		return errors.New("the run has no evidence URL")
 	}
 	return d.poll(ctx, 30*time.Second, func() (bool, string, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, page+".json", nil)
+		// The page's JSON: the same path with .json, the same signed query.
+		u, err := url.Parse(page)
+		if err != nil {
+			return false, "", err
+		}
+		u.Path += ".json"
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 		if err != nil {
 			return false, "", err
 		}

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	"slices"
 	"strings"
 	"sync"
@@ -162,6 +163,25 @@ func TestFiftyRunsPushedAtOnceShowEachStateOnceOnGitea(t *testing.T) {
 		t.Fatal(err)
 	}
 	restarted := false
+	defer func() {
+		if t.Failed() {
+			for _, r := range f.listRuns(t) {
+				if r.Status.Phase != taugridv1.PhaseSucceeded {
+					t.Logf("%s: %s %q attempts=%d workload=%+v", r.Name, r.Status.Phase, r.Status.Message, len(r.Status.Attempts), r.Status.Workload)
+					var wls kueue.WorkloadList
+					_ = k8s.List(context.Background(), &wls, client.InNamespace(f.ns))
+					for _, w := range wls.Items {
+						if strings.HasPrefix(w.Name, "job-"+r.Name) {
+							t.Logf("  workload %s: %+v", w.Name, w.Status.Conditions)
+						}
+					}
+					j := &batchv1.Job{}
+					err := k8s.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: r.Name + "-1"}, j)
+					t.Logf("  job: %v suspend=%v status=%+v", err, j.Spec.Suspend != nil && *j.Spec.Suspend, j.Status)
+				}
+			}
+		}
+	}()
 	waitFor(t, 3*time.Minute, "50 runs to succeed", func() bool {
 		f.completeAdmittedJobs(t)
 		runs := f.listRuns(t)

@@ -156,8 +156,9 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 			return reconcile.Result{RequeueAfter: 10 * time.Second}, nil
 		}
 		// The new workload's watch event brings the run back; reading it
-		// now could race the cache.
-		return reconcile.Result{}, err
+		// now could race the cache. If a reconcile working from a copy the
+		// cache had not caught up with spent those events, this look does.
+		return reconcile.Result{RequeueAfter: submitRecheck}, err
 	}
 	return r.reconcileProgress(ctx, run)
 }
@@ -473,8 +474,19 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 		r.setCondition(run, taugridv1.ConditionReady, status, string(p.Phase), p.Message)
 		r.setCondition(run, taugridv1.ConditionReconciling, metav1.ConditionFalse, string(p.Phase), p.Message)
 	}
+	if recheck == 0 && !p.Phase.Final() {
+		recheck = progressResync
+	}
 	return reconcile.Result{RequeueAfter: recheck}, nil
 }
+
+// Safety nets under the watches: an event a stale reconcile spent is made
+// up for by a look soon after a submission, and by a slow resync of every
+// unfinished run, so no run says less than the cluster shows for long.
+const (
+	submitRecheck  = 2 * time.Second
+	progressResync = 30 * time.Second
+)
 
 // reconcileRetry schedules another attempt when the tau file's resilience
 // (capped by the platform) retries this failure class and attempts are

@@ -125,7 +125,7 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		perr := r.patchStatus(ctx, base, run)
 		if apierrors.IsConflict(perr) {
 			// A stale copy: look again at once, without an error's backoff.
-			result, perr = reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
+			result = reconcile.Result{RequeueAfter: 50 * time.Millisecond}
 			return
 		}
 		if perr == nil {

@@ -474,15 +474,17 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 		r.setCondition(run, taugridv1.ConditionReady, status, string(p.Phase), p.Message)
 		r.setCondition(run, taugridv1.ConditionReconciling, metav1.ConditionFalse, string(p.Phase), p.Message)
 	}
-	if recheck == 0 && !p.Phase.Final() {
+	if recheck == 0 && (p.Phase == taugridv1.PhaseAdmitted || p.Phase == taugridv1.PhaseRunning) {
 		recheck = progressResync
 	}
 	return reconcile.Result{RequeueAfter: recheck}, nil
 }
 
 // Safety nets under the watches: an event a stale reconcile spent is made
-// up for by a look soon after a submission, and by a slow resync of every
-// unfinished run, so no run says less than the cluster shows for long.
+// up for by a look soon after a submission, and by a slow resync of the
+// runs that hold quota (admitted or running: as many as the cluster has
+// room for, never the whole queue), so no run says less than the cluster
+// shows for long. Queued runs hear from Kueue whenever their queue moves.
 const (
 	submitRecheck  = 2 * time.Second
 	progressResync = 30 * time.Second

@@ -20,6 +20,9 @@ type Observed struct {
 	RayJob   *rayv1.RayJob
 	Workload *kueue.Workload
 	Pods     []corev1.Pod
+	// Nodes are the cluster's nodes, read only when a pod is
+	// unschedulable, to tell "no node could ever" from "no room now".
+	Nodes []corev1.Node
 }
 
 // Progress is a run's phase as derived from the cluster, with a one-line

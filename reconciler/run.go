@@ -549,7 +549,7 @@ func (r *RunReconciler) classify(ctx context.Context, run *taugridv1.TauRun, obs
 	if notStarted {
 		// Admitted, yet its pods never ran within the start deadline.
 		var ok bool
-		if class, reason, ok = startFailure(pods.Items); !ok {
+		if class, reason, ok = startFailure(pods.Items, nil); !ok {
 			class, reason = FailureInfrastructure, "its pods did not start"
 		}
 		reason = "not running within the platform's start deadline: " + reason
@@ -630,6 +630,13 @@ func (r *RunReconciler) observe(ctx context.Context, run *taugridv1.TauRun) (Obs
 		return obs, err
 	}
 	obs.Pods = pods.Items
+	if slices.ContainsFunc(obs.Pods, unschedulable) {
+		var nodes corev1.NodeList
+		if err := r.List(ctx, &nodes); err != nil {
+			return obs, err
+		}
+		obs.Nodes = nodes.Items
+	}
 	return obs, nil
 }
 

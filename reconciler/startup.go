@@ -9,6 +9,7 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/klog/v2"
 )
 
 // rayNodeType is the label KubeRay puts on a Ray cluster's pods: head or
@@ -91,7 +92,7 @@ func podRunning(p *corev1.Pod) bool {
 // pods are.
 func startingMessage(o Observed) (msg string, held bool) {
 	// Any pod can hold the attempt, a Ray job's submitter too.
-	if _, reason, ok := startFailure(o.Pods); ok {
+	if _, reason, ok := startFailure(o.Pods, o.Nodes); ok {
 		return "admitted, not starting: " + reason, true
 	}
 	return startingProgress(o), false
@@ -161,8 +162,9 @@ func initDone(p *corev1.Pod) bool {
 // startFailure says why an admitted attempt's pods are not running: an image
 // that does not pull, an init container that fails, a crash-looping
 // container, pods the scheduler cannot place. ok is false when the pods
-// show no such cause.
-func startFailure(pods []corev1.Pod) (FailureClass, string, bool) {
+// show no such cause. Given the cluster's nodes, a pod no node could hold
+// even empty is told apart from one waiting for room.
+func startFailure(pods []corev1.Pod, nodes []corev1.Node) (FailureClass, string, bool) {
 	if class, reason, ok := imagePull(FailureEvidence{Pods: pods}); ok {
 		return class, reason, true
 	}
@@ -175,7 +177,11 @@ func startFailure(pods []corev1.Pod) (FailureClass, string, bool) {
 		p := &pods[i]
 		for _, c := range p.Status.Conditions {
 			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-				return FailureInfrastructure, fmt.Sprintf("no node fits %s: %s; pod %s %s", podRole(p), schedulerReason(c.Message), p.Name, podRequests(p)), true
+				never := ""
+				if nodes != nil && !slices.ContainsFunc(nodes, func(n corev1.Node) bool { return couldHold(&n, p) }) {
+					never = ", even empty"
+				}
+				return FailureInfrastructure, fmt.Sprintf("no node fits %s%s: %s; pod %s %s", podRole(p), never, schedulerReason(c.Message), p.Name, podRequests(p)), true
 			}
 		}
 	}
@@ -206,6 +212,26 @@ func containerFailure(p *corev1.Pod) (FailureClass, string, bool) {
 	return "", "", false
 }
 
+// podRequestTotals sums the requests of a pod's containers.
+func podRequestTotals(p *corev1.Pod) corev1.ResourceList {
+	total := corev1.ResourceList{}
+	for _, c := range p.Spec.Containers {
+		for name, q := range c.Resources.Requests {
+			sum := total[name]
+			sum.Add(q)
+			total[name] = sum
+		}
+	}
+	return total
+}
+
+// unschedulable is a pod the scheduler found no node for.
+func unschedulable(p corev1.Pod) bool {
+	return slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+		return c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
+	})
+}
+
 // podRole names what a pod is to the run: the Ray head or a Ray worker, a
 // rank of a multi-node Job, or the pod.
 func podRole(p *corev1.Pod) string {
@@ -232,14 +258,7 @@ func schedulerReason(msg string) string {
 // podRequests is what a pod asks of a node, accelerators first:
 // "8 nvidia.com/gpu, 96 cpu, 1Ti memory".
 func podRequests(p *corev1.Pod) string {
-	total := corev1.ResourceList{}
-	for _, c := range p.Spec.Containers {
-		for name, q := range c.Resources.Requests {
-			sum := total[name]
-			sum.Add(q)
-			total[name] = sum
-		}
-	}
+	total := podRequestTotals(p)
 	var out []string
 	for _, name := range slices.Sorted(maps.Keys(total)) {
 		if name != corev1.ResourceCPU && name != corev1.ResourceMemory && name != corev1.ResourceEphemeralStorage {
@@ -258,3 +277,35 @@ func podRequests(p *corev1.Pod) string {
 }
 
 func quantity(q resource.Quantity, name string) string { return q.String() + " " + name }
+
+// couldHold is whether node n, were it empty, could take pod p: it is
+// schedulable, carries the labels p selects, its taints are tolerated and
+// its allocatable covers p's requests. These are necessary, not
+// sufficient (affinity and topology are not judged), so a pod no node could
+// hold will not start until the cluster changes; one some node could hold
+// waits for room.
+func couldHold(n *corev1.Node, p *corev1.Pod) bool {
+	if n.Spec.Unschedulable {
+		return false
+	}
+	for k, v := range p.Spec.NodeSelector {
+		if n.Labels[k] != v {
+			return false
+		}
+	}
+	for i := range n.Spec.Taints {
+		t := &n.Spec.Taints[i]
+		if t.Effect == corev1.TaintEffectPreferNoSchedule {
+			continue
+		}
+		if !slices.ContainsFunc(p.Spec.Tolerations, func(tol corev1.Toleration) bool { return tol.ToleratesTaint(klog.Background(), t, false) }) {
+			return false
+		}
+	}
+	for name, want := range podRequestTotals(p) {
+		if have, ok := n.Status.Allocatable[name]; !ok || have.Cmp(want) < 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -89,7 +89,7 @@ func TestAnAdmittedRunThatFitsNoNodeSaysWhyAndRunsOnceANodeFits(t *testing.T) {
 	if explained > 30*time.Second {
 		t.Errorf("the run explained itself %s after admission, want within 30s", explained)
 	}
-	for _, want := range []string{"no node fits the pod: 0/1 nodes are available: 1 Insufficient memory; pod ", "needs 1 nvidia.com/gpu, 8 cpu, 32Gi memory"} {
+	for _, want := range []string{"no node fits the pod, even empty: 0/1 nodes are available: 1 Insufficient memory; pod ", "needs 1 nvidia.com/gpu, 8 cpu, 32Gi memory"} {
 		if !strings.Contains(run.Status.Message, want) {
 			t.Errorf("the run's message lacks %q: %q", want, run.Status.Message)
 		}
@@ -214,6 +214,9 @@ func TestARayRunWhoseWorkerFitsNoNodeSaysSoAndRunsWhenEveryPodRuns(t *testing.T)
 		if !strings.Contains(run.Status.Message, want) {
 			t.Errorf("the run's message lacks %q: %q", want, run.Status.Message)
 		}
+	}
+	if strings.Contains(run.Status.Message, "even empty") {
+		t.Errorf("a worker an empty node would hold is said never to fit: %q", run.Status.Message)
 	}
 	if run.Status.Phase != taugridv1.PhaseAdmitted || everRunning(run) {
 		t.Fatalf("a Ray run with a worker on no node reached %s (phases %v)", run.Status.Phase, run.Status.Phases)

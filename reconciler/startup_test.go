@@ -1,11 +1,13 @@
 package reconciler
 
 import (
+	"strings"
 	"testing"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 )
@@ -93,6 +95,48 @@ func TestStartingMessageSaysWhatThePodsWaitFor(t *testing.T) {
 			}
 			if got, _ := startingMessage(tc.obs); got != tc.want {
 				t.Errorf("startingMessage:\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// A pod no node could hold even empty will not start until the cluster
+// changes; one an empty node could hold waits for room. The researcher is
+// told which.
+func TestAHeldPodSaysWhetherAnyNodeCouldEverHoldIt(t *testing.T) {
+	node := func(name, gpus, memory string, labels map[string]string, taints ...corev1.Taint) corev1.Node {
+		return corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: corev1.NodeSpec{Taints: taints},
+			Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse(gpus),
+				corev1.ResourceCPU: resource.MustParse("224"), corev1.ResourceMemory: resource.MustParse(memory)}}}
+	}
+	h200 := map[string]string{"nvidia.com/gpu.product": "NVIDIA-H200"}
+	gpuTaint := corev1.Taint{Key: "nvidia.com/gpu", Effect: corev1.TaintEffectNoSchedule}
+	held := unschedulablePod("w-1", "worker", "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
+	held.Spec.NodeSelector = h200
+	held.Spec.Tolerations = []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	tests := map[string]struct {
+		nodes []corev1.Node
+		never bool
+	}{
+		"an 8-GPU node, busy now":               {nodes: []corev1.Node{node("a", "8", "2Ti", h200, gpuTaint)}},
+		"only 4-GPU nodes":                      {nodes: []corev1.Node{node("a", "4", "2Ti", h200)}, never: true},
+		"a big node without the selected label": {nodes: []corev1.Node{node("a", "8", "2Ti", nil)}, never: true},
+		"a big node with a taint not tolerated": {nodes: []corev1.Node{node("a", "8", "2Ti", h200, corev1.Taint{Key: "maintenance", Effect: corev1.TaintEffectNoExecute})}, never: true},
+		"a big node cordoned": {nodes: func() []corev1.Node {
+			n := node("a", "8", "2Ti", h200)
+			n.Spec.Unschedulable = true
+			return []corev1.Node{n}
+		}(), never: true},
+		"no nodes at all": {nodes: []corev1.Node{}, never: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			_, reason, ok := startFailure([]corev1.Pod{held}, tc.nodes)
+			if !ok {
+				t.Fatal("an unschedulable pod is not a start failure")
+			}
+			if got := strings.Contains(reason, "no node fits a Ray worker, even empty:"); got != tc.never {
+				t.Errorf("never = %v, want %v: %q", got, tc.never, reason)
 			}
 		})
 	}

@@ -179,10 +179,18 @@ type Identity struct {
 
 // whoami names the namespace of the request's token.
 func (a *RunsAPI) whoami(w http.ResponseWriter, r *http.Request) {
+	if ns, ok := a.authenticate(w, r); ok {
+		writeJSON(w, Identity{SchemaVersion: 1, Namespace: ns})
+	}
+}
+
+// authenticate is the namespace the request's bearer token reads; it
+// answers the request itself when there is none.
+func (a *RunsAPI) authenticate(w http.ResponseWriter, r *http.Request) (string, bool) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok {
 		apiError(w, http.StatusUnauthorized, "missing bearer token: set TAU_TOKEN to your team's API token")
-		return
+		return "", false
 	}
 	ns, err := a.Tokens.NamespaceOf(r.Context(), strings.TrimSpace(token))
 	switch {
@@ -191,24 +199,17 @@ func (a *RunsAPI) whoami(w http.ResponseWriter, r *http.Request) {
 	case ns == "":
 		apiError(w, http.StatusUnauthorized, "invalid token")
 	default:
-		writeJSON(w, Identity{SchemaVersion: 1, Namespace: ns})
+		return ns, true
 	}
+	return "", false
 }
 
 // tenant authenticates the request's token for the path's namespace.
 func (a *RunsAPI) tenant(h func(http.ResponseWriter, *http.Request, string)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok {
-			apiError(w, http.StatusUnauthorized, "missing bearer token: set TAU_TOKEN to your team's API token")
-			return
-		}
-		ns, err := a.Tokens.NamespaceOf(r.Context(), strings.TrimSpace(token))
+		ns, ok := a.authenticate(w, r)
 		switch {
-		case err != nil:
-			apiError(w, http.StatusServiceUnavailable, "cannot check tokens now; try again")
-		case ns == "":
-			apiError(w, http.StatusUnauthorized, "invalid token")
+		case !ok:
 		case ns != r.PathValue("ns"):
 			apiError(w, http.StatusForbidden, fmt.Sprintf("this token reads namespace %s, not %s", ns, r.PathValue("ns")))
 		default:

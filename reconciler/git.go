@@ -122,12 +122,20 @@ func treeFS(ctx context.Context, g Git, remote gitsource.Remote, ref, commit str
 		return nil, err
 	}
 	defer f.Close()
-	zr, err := gzip.NewReader(f)
+	return unpack(f, commit, maxPolicyArchive, maxPolicyArchive, func(string) bool { return true })
+}
+
+// unpack reads into memory the regular files of a commit's gzipped tar
+// archive that keep accepts, reading at most limit bytes of the tar; a
+// kept file over maxFile bytes is errTreeTooLarge. Directories are implied
+// and symlinks are never followed.
+func unpack(archive io.Reader, commit string, limit, maxFile int64, keep func(name string) bool) (fstest.MapFS, error) {
+	zr, err := gzip.NewReader(archive)
 	if err != nil {
 		return nil, err
 	}
 	fsys := fstest.MapFS{}
-	tr := tar.NewReader(io.LimitReader(zr, maxPolicyArchive))
+	tr := tar.NewReader(io.LimitReader(zr, limit))
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -136,13 +144,17 @@ func treeFS(ctx context.Context, g Git, remote gitsource.Remote, ref, commit str
 		if err != nil {
 			return nil, fmt.Errorf("reading the archive of %s: %w", commit, err)
 		}
-		if h.Typeflag != tar.TypeReg {
-			continue // directories are implied; symlinks are never followed
+		name := strings.TrimPrefix(path.Clean(h.Name), "/")
+		if h.Typeflag != tar.TypeReg || !keep(name) {
+			continue
 		}
-		data, err := io.ReadAll(tr)
+		data, err := io.ReadAll(io.LimitReader(tr, maxFile+1))
 		if err != nil {
 			return nil, err
 		}
-		fsys[strings.TrimPrefix(path.Clean(h.Name), "/")] = &fstest.MapFile{Data: data, Mode: 0o444}
+		if int64(len(data)) > maxFile {
+			return nil, fmt.Errorf("%w: %s is over %d KiB", errTreeTooLarge, name, maxFile>>10)
+		}
+		fsys[name] = &fstest.MapFile{Data: data, Mode: 0o444}
 	}
 }

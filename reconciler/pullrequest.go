@@ -1,14 +1,11 @@
 package reconciler
 
 import (
-	"archive/tar"
 	"bytes"
 	"cmp"
-	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"maps"
 	"math"
@@ -264,33 +261,7 @@ func tauFiles(ctx context.Context, g Git, remote gitsource.Remote, ref, commit s
 		return nil, err
 	}
 	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		return nil, err
-	}
-	fsys := fstest.MapFS{}
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return fsys, nil
-		}
-		if err != nil {
-			return nil, fmt.Errorf("reading the archive of %s: %w", commit, err)
-		}
-		name := strings.TrimPrefix(path.Clean(h.Name), "/")
-		if h.Typeflag != tar.TypeReg || !isTauFile(name) {
-			continue
-		}
-		data, err := io.ReadAll(io.LimitReader(tr, maxTauFile+1))
-		if err != nil {
-			return nil, err
-		}
-		if len(data) > maxTauFile {
-			return nil, fmt.Errorf("%w: %s is over %d KiB", errTreeTooLarge, name, maxTauFile>>10)
-		}
-		fsys[name] = &fstest.MapFile{Data: data, Mode: 0o444}
-	}
+	return unpack(f, commit, math.MaxInt64, maxTauFile, isTauFile)
 }
 
 // sizeOf is n bytes in KiB or MiB.

@@ -555,10 +555,10 @@ func (r *RunReconciler) classify(ctx context.Context, run *taugridv1.TauRun, obs
 		reason = "not running within the platform's start deadline: " + reason
 	}
 	if class == FailurePreempted {
-		msg := ""
-		if p := preemptionOf(obs.Workload, time.Time{}); p != nil {
-			msg = p.Message
+		if recorded == nil {
+			recorded = preemptionOf(obs.Workload, time.Time{})
 		}
+		msg := ""
 		if recorded != nil {
 			msg = recorded.Message
 		}

@@ -630,7 +630,7 @@ func (r *RunReconciler) observe(ctx context.Context, run *taugridv1.TauRun) (Obs
 		return obs, err
 	}
 	obs.Pods = pods.Items
-	if slices.ContainsFunc(obs.Pods, unschedulable) {
+	if slices.ContainsFunc(obs.Pods, func(p corev1.Pod) bool { return unscheduled(&p) != nil }) {
 		var nodes corev1.NodeList
 		if err := r.List(ctx, &nodes); err != nil {
 			return obs, err

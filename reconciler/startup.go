@@ -175,15 +175,15 @@ func startFailure(pods []corev1.Pod, nodes []corev1.Node) (FailureClass, string,
 	}
 	for i := range pods {
 		p := &pods[i]
-		for _, c := range p.Status.Conditions {
-			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-				never := ""
-				if nodes != nil && !slices.ContainsFunc(nodes, func(n corev1.Node) bool { return couldHold(&n, p) }) {
-					never = ", even empty"
-				}
-				return FailureInfrastructure, fmt.Sprintf("no node fits %s%s: %s; pod %s %s", podRole(p), never, schedulerReason(c.Message), p.Name, podRequests(p)), true
-			}
+		c := unscheduled(p)
+		if c == nil {
+			continue
 		}
+		never := ""
+		if nodes != nil && !slices.ContainsFunc(nodes, func(n corev1.Node) bool { return couldHold(&n, p) }) {
+			never = ", even empty"
+		}
+		return FailureInfrastructure, fmt.Sprintf("no node fits %s%s: %s; pod %s %s", podRole(p), never, schedulerReason(c.Message), p.Name, podRequests(p)), true
 	}
 	return "", "", false
 }
@@ -225,11 +225,15 @@ func podRequestTotals(p *corev1.Pod) corev1.ResourceList {
 	return total
 }
 
-// unschedulable is a pod the scheduler found no node for.
-func unschedulable(p corev1.Pod) bool {
-	return slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
-		return c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
-	})
+// unscheduled is the condition by which the scheduler said no node fits
+// p, or nil.
+func unscheduled(p *corev1.Pod) *corev1.PodCondition {
+	for i := range p.Status.Conditions {
+		if c := &p.Status.Conditions[i]; c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return c
+		}
+	}
+	return nil
 }
 
 // podRole names what a pod is to the run: the Ray head or a Ray worker, a

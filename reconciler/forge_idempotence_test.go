@@ -13,21 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// staleReader answers Gets of one TauRun with a copy taken earlier, as an
-// informer cache that has not yet seen the latest writes does.
-type staleReader struct {
-	client.Client
-	run *taugridv1.TauRun
-}
-
-func (c staleReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if run, ok := obj.(*taugridv1.TauRun); ok && key == client.ObjectKeyFromObject(c.run) {
-		c.run.DeepCopyInto(run)
-		return nil
-	}
-	return c.Client.Get(ctx, key, obj, opts...)
-}
-
 func (f *forgeFixture) getRun(t *testing.T, name string) *taugridv1.TauRun {
 	t.Helper()
 	run := &taugridv1.TauRun{}
@@ -66,12 +51,12 @@ func TestAReconcileFromAStaleCopyOfTheRunPostsNothing(t *testing.T) {
 	beforePost := f.getRun(t, run.Name) // succeeded, the forge still shows "accepted"
 	f.mustReconcileForge(t, run.Name)
 
-	f.r.Client = staleReader{Client: k8s, run: beforePost}
+	f.r.Client = laggingCache{Client: k8s, old: beforePost}
 	for range 3 {
 		f.mustReconcileForge(t, run.Name)
 	}
 	f.r = f.reconciler() // and after a restart, from the same stale copy
-	f.r.Client = staleReader{Client: k8s, run: beforePost}
+	f.r.Client = laggingCache{Client: k8s, old: beforePost}
 	f.mustReconcileForge(t, run.Name)
 
 	want := []string{"pending: accepted: preparing the run", "success: succeeded"}

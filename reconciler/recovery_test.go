@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -387,16 +388,16 @@ func TestAnEndedRayRunHoldsNoPods(t *testing.T) {
 	t.Logf("cancelled Ray run: last pod gone %s after the cancellation", time.Since(ended).Round(time.Millisecond))
 }
 
-// laggingCache answers Gets of one TauRun with an old copy of it, as a
+// laggingCache answers Gets of one object with an old copy of it, as a
 // manager's cache does just after the reconciler's own status patch.
 type laggingCache struct {
 	client.Client
-	old *taugridv1.TauRun
+	old client.Object
 }
 
 func (c laggingCache) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if run, ok := obj.(*taugridv1.TauRun); ok && key == client.ObjectKeyFromObject(c.old) {
-		c.old.DeepCopyInto(run)
+	if reflect.TypeOf(obj) == reflect.TypeOf(c.old) && key == client.ObjectKeyFromObject(c.old) {
+		reflect.ValueOf(obj).Elem().Set(reflect.ValueOf(c.old.DeepCopyObject()).Elem())
 		return nil
 	}
 	return c.Client.Get(ctx, key, obj, opts...)

@@ -6,26 +6,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/reconciler/forge"
 	"github.com/taugrid/taugrid/reconciler/forge/forgetest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
-
-// staleReads answers Gets of the repository with a copy taken earlier, as
-// a lagging cache would.
-type staleReads struct {
-	client.Client
-	repo *taugridv1.TauRepository
-}
-
-func (s *staleReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if r, ok := obj.(*taugridv1.TauRepository); ok && key == client.ObjectKeyFromObject(s.repo) {
-		s.repo.DeepCopyInto(r)
-		return nil
-	}
-	return s.Client.Get(ctx, key, obj, opts...)
-}
 
 // A refused run ref gets one failure status on its commit, naming the ref
 // and the reason, however often the reporter runs and whatever its cache
@@ -42,7 +25,7 @@ func TestARefusedRunRefGetsOneFailureStatusOnItsCommit(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	lagging := &RefusalReporter{Client: &staleReads{Client: k8s, repo: stale}, Forge: f.r, Recorder: f.rec}
+	lagging := &RefusalReporter{Client: laggingCache{Client: k8s, old: stale}, Forge: f.r, Recorder: f.rec}
 	if res, err := lagging.Reconcile(context.Background(), requestFor(f.repo)); err != nil || res.RequeueAfter == 0 {
 		t.Errorf("a reporter reading a stale repository: %+v, %v; want a requeue, no post", res, err)
 	}

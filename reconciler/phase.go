@@ -14,7 +14,8 @@ import (
 
 // Observed is what the cluster says about a run's current attempt: its
 // workload (a Job or a RayJob, exactly one set), the Kueue Workload for it,
-// if Kueue has made one yet, and the attempt's pods.
+// if Kueue has made one yet, and the attempt's pods. Pods and Nodes are the
+// cache's own objects: read them, never change them.
 type Observed struct {
 	Job      *batchv1.Job
 	RayJob   *rayv1.RayJob

@@ -624,15 +624,18 @@ func (r *RunReconciler) observe(ctx context.Context, run *taugridv1.TauRun) (Obs
 			obs.Workload = &wls.Items[i]
 		}
 	}
+	// Pods and nodes are only read, so the cache's own objects serve: a
+	// held run of a 1,000-node cluster copies no node.
 	var pods corev1.PodList
 	attempt := strconv.Itoa(len(run.Status.Attempts))
-	if err := r.List(ctx, &pods, client.InNamespace(run.Namespace), client.MatchingLabels{render.LabelRun: run.Name, render.LabelAttempt: attempt}); err != nil {
+	if err := r.List(ctx, &pods, client.InNamespace(run.Namespace), client.MatchingLabels{render.LabelRun: run.Name, render.LabelAttempt: attempt},
+		client.UnsafeDisableDeepCopy); err != nil {
 		return obs, err
 	}
 	obs.Pods = pods.Items
 	if slices.ContainsFunc(obs.Pods, func(p corev1.Pod) bool { return unscheduled(&p) != nil }) {
 		var nodes corev1.NodeList
-		if err := r.List(ctx, &nodes); err != nil {
+		if err := r.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 			return obs, err
 		}
 		obs.Nodes = nodes.Items

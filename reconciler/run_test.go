@@ -264,9 +264,16 @@ func TestARunRefForTheRayTargetBecomesAnAdmittedRayJobThatSucceeds(t *testing.T)
 		t.Errorf("RayJob activeDeadlineSeconds = %v, want the run ref's override limits.timeout=1h", d)
 	}
 	// No Ray dashboard answers in the test cluster: report the job's end as
-	// KubeRay would.
-	rj.Status.JobDeploymentStatus, rj.Status.JobStatus = rayv1.JobDeploymentStatusComplete, rayv1.JobStatusSucceeded
-	if err := k8s.Status().Update(context.Background(), rj); err != nil {
+	// KubeRay would, on the latest copy (KubeRay itself writes the status
+	// too).
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := k8s.Get(context.Background(), key, rj); err != nil {
+			return err
+		}
+		rj.Status.JobDeploymentStatus, rj.Status.JobStatus = rayv1.JobDeploymentStatusComplete, rayv1.JobStatusSucceeded
+		return k8s.Status().Update(context.Background(), rj)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	f.reconcileRun(t, run.Name, taugridv1.PhaseSucceeded)

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -167,27 +168,31 @@ func podStates(pods []corev1.Pod) []string {
 // would report: kwok runs pods, and a test decides when they end.
 func exitPod(t *testing.T, p *corev1.Pod, code int32) {
 	t.Helper()
-	cur := &corev1.Pod{}
-	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(p), cur); err != nil {
-		t.Fatal(err)
-	}
 	phase, reason := corev1.PodSucceeded, "Completed"
 	if code != 0 {
 		phase, reason = corev1.PodFailed, "Error"
 	}
-	now := metav1.Now()
-	cur.Status.Phase = phase
-	for i := range cur.Status.ContainerStatuses {
-		cs := &cur.Status.ContainerStatuses[i]
-		cs.Ready, cs.Started = false, new(false)
-		cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, FinishedAt: now}}
-	}
-	for i := range cur.Status.Conditions {
-		if c := &cur.Status.Conditions[i]; c.Type == corev1.PodReady || c.Type == corev1.ContainersReady {
-			c.Status = corev1.ConditionFalse
+	// On the latest copy: the Job controller writes the pod too.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &corev1.Pod{}
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(p), cur); err != nil {
+			return err
 		}
-	}
-	if err := k8s.Status().Update(context.Background(), cur); err != nil {
+		now := metav1.Now()
+		cur.Status.Phase = phase
+		for i := range cur.Status.ContainerStatuses {
+			cs := &cur.Status.ContainerStatuses[i]
+			cs.Ready, cs.Started = false, new(false)
+			cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: reason, FinishedAt: now}}
+		}
+		for i := range cur.Status.Conditions {
+			if c := &cur.Status.Conditions[i]; c.Type == corev1.PodReady || c.Type == corev1.ContainersReady {
+				c.Status = corev1.ConditionFalse
+			}
+		}
+		return k8s.Status().Update(context.Background(), cur)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }

@@ -81,7 +81,7 @@ func (c *child) waitReady(ctx context.Context, url string, timeout time.Duration
 	defer tick.Stop()
 	for {
 		if httpOK(ctx, url) {
-			return nil
+			return c.stillRunning()
 		}
 		select {
 		case <-c.done:
@@ -90,6 +90,22 @@ func (c *child) waitReady(ctx context.Context, url string, timeout time.Duration
 			return c.errorf("not ready at %s after %s", url, timeout)
 		case <-tick.C:
 		}
+	}
+}
+
+// readyGrace is how long a component must outlive its first ready answer.
+// Ports are picked free and bound later, so the answer can come from
+// another test package's component on the same port while this one exits
+// (a flag it refuses, the port taken): alive after the grace, it is ours.
+const readyGrace = 300 * time.Millisecond
+
+// stillRunning fails if the child exits within readyGrace.
+func (c *child) stillRunning() error {
+	select {
+	case <-c.done:
+		return c.errorf("exited while starting: %v", exitStatus(c.exitErr))
+	case <-time.After(readyGrace):
+		return nil
 	}
 }
 

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	clocktesting "k8s.io/utils/clock/testing"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
@@ -238,6 +240,9 @@ func TestOnlyAllowedOpenPGPSignersStartRuns(t *testing.T) {
 	wrongFormat := f.research.signedTag(sshKey.GitArgs(), nil, "refs/tau/runs/ssh", "target: default\n")
 	carol.Revoke() // her key was lost: the team lists it with its revocation
 	f.requireSignatures(t, "openpgp", map[string]string{"alice.asc": string(alice.Public()), "carol.asc": string(carol.Public())})
+	// The controller looks after the tags were signed: OpenPGP refuses a
+	// signature made after the time it is judged at.
+	f.repos.Clock.(*clocktesting.FakePassiveClock).SetTime(time.Now())
 	f.poll(t)
 
 	f.refusedRun(t, revoked, "key revoked: OpenPGP key ")

@@ -26,6 +26,9 @@ type Options struct {
 	KubeRay           bool     // the real KubeRay operator
 	Nodes             bool     // the real kube-scheduler and Job/GC/TTL controllers, and kwok playing the kubelet of nodes added with AddNodes
 	CRDDirectoryPaths []string // further CRD directories (TauGrid's own)
+	// MultiKueue, when set, makes this control plane's Kueue a MultiKueue
+	// manager with these settings (see StartFleet).
+	MultiKueue *MultiKueueSettings
 
 	kueueArgs []string // appended to Kueue's command line; tests use them to make it fail
 }
@@ -39,6 +42,8 @@ type Env struct {
 	LogDir     string // one <component>.log per component
 
 	dir      string // everything else: data, certificates, configuration
+	opts     Options
+	kueue    *Kueue // the Kueue running, if any; guarded by mu
 	testEnv  *envtest.Environment
 	children []*child
 	wrappers []*wrapper
@@ -89,7 +94,7 @@ func Start(ctx context.Context, opts Options) (_ *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Env{dir: dir, LogDir: filepath.Join(dir, "logs"), Scheme: NewScheme()}
+	e := &Env{dir: dir, LogDir: filepath.Join(dir, "logs"), Scheme: NewScheme(), opts: opts}
 	defer func() {
 		if err != nil {
 			// Keep the logs the error points at; stop the rest.
@@ -232,6 +237,12 @@ func (e *Env) newKueue(binDir string, extraArgs []string) (*Kueue, error) {
 		return nil, err
 	}
 	k.ExtraArgs = extraArgs
+	if e.opts.MultiKueue != nil {
+		k.MultiKueue = e.opts.MultiKueue
+		if err := k.writeFiles(); err != nil {
+			return nil, fmt.Errorf("kueue: writing its configuration: %w", err)
+		}
+	}
 	return k, nil
 }
 
@@ -258,6 +269,11 @@ func (e *Env) startKueue(ctx context.Context, binDir string, k *Kueue) error {
 	}
 	for attempt := 1; ; attempt++ {
 		err := e.run(ctx, BinKueue, k.Binary, k.Args(), k.ReadyURL())
+		if err == nil {
+			e.mu.Lock()
+			e.kueue = k
+			e.mu.Unlock()
+		}
 		if err == nil || attempt == startAttempts || !addrInUse(err) {
 			return err
 		}

@@ -52,6 +52,9 @@ type Kueue struct {
 
 	// ExtraArgs are appended to the command line (tests use them to make Kueue fail).
 	ExtraArgs []string
+	// MultiKueue, when set, configures Kueue's MultiKueue admission check
+	// controller (on by default in v0.17: the feature is beta).
+	MultiKueue *MultiKueueSettings
 
 	certs webhookCerts
 }
@@ -122,7 +125,7 @@ integrations:
   frameworks:
   - batch/job
   - ray.io/rayjob
-`, kueueNamespace, k.HealthPort, k.WebhookPort, k.certDir(), kueueWebhookService, kueueWebhookSecret)
+`, kueueNamespace, k.HealthPort, k.WebhookPort, k.certDir(), kueueWebhookService, kueueWebhookSecret) + k.MultiKueue.configuration()
 }
 
 // Args is Kueue's command line, without the binary.

@@ -60,6 +60,7 @@ func runTests(m *testing.M) int {
 	}
 	defer env.Stop()
 	defer stopCluster()
+	defer stopFleet()
 	scheme = env.Scheme
 	if err := taugridv1.AddToScheme(scheme); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -33,6 +33,13 @@ type runningManager struct {
 
 func startManager(t testing.TB) *runningManager {
 	t.Helper()
+	return startManagerWith(t, nil)
+}
+
+// startManagerWith starts a manager whose run reconciler adjust changes
+// first (nil: none), as cmd/tau-controller's flags would.
+func startManagerWith(t testing.TB, adjust func(ctrl.Manager, *RunReconciler)) *runningManager {
+	t.Helper()
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = 100, 200 // as cmd/tau-controller's defaults
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
@@ -53,11 +60,15 @@ func startManager(t testing.TB) *runningManager {
 	}
 	c, clk := mgr.GetClient(), clock.RealClock{}
 	policies := &PolicyStore{Client: c, Git: gitClient, Namespace: "default"}
+	runs := &RunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Scheme: scheme, Files: &GitFiles{Client: c, Git: gitClient},
+		Policies: policies, Clock: clk, Recorder: events.NewFakeRecorder(1000)}
+	if adjust != nil {
+		adjust(mgr, runs)
+	}
 	for _, r := range []interface{ SetupWithManager(ctrl.Manager) error }{
 		&PlatformReconciler{Client: c, Git: gitClient, Policies: policies, Clock: clk, Recorder: events.NewFakeRecorder(1000)},
 		&RepositoryReconciler{Client: c, Git: gitClient, Policies: policies, Clock: clk, Recorder: events.NewFakeRecorder(1000)},
-		&RunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Scheme: scheme, Files: &GitFiles{Client: c, Git: gitClient},
-			Policies: policies, Clock: clk, Recorder: events.NewFakeRecorder(1000)},
+		runs,
 		&ForgeReconciler{Client: c, Clock: clk, Recorder: events.NewFakeRecorder(1000)},
 	} {
 		if err := r.SetupWithManager(mgr); err != nil {

@@ -24,6 +24,9 @@ type Observed struct {
 	// Nodes are the cluster's nodes, read only when a pod is
 	// unschedulable, to tell "no node could ever" from "no room now".
 	Nodes []corev1.Node
+	// Cluster is the MultiKueue worker the attempt was dispatched to, whose
+	// pods and nodes these are; "" for the local cluster.
+	Cluster string
 }
 
 // Progress is a run's phase as derived from the cluster, with a one-line

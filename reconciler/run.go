@@ -12,6 +12,7 @@ import (
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/clusters"
 	"github.com/taugrid/taugrid/gitsource"
 	"github.com/taugrid/taugrid/render"
 	batchv1 "k8s.io/api/batch/v1"
@@ -86,6 +87,9 @@ type RunReconciler struct {
 	Sources SourceArchiver
 	// Evidence seals a bundle for each attempt that ends; nil records none.
 	Evidence *EvidenceRecorder
+	// Clusters reads the pods of attempts dispatched to MultiKueue worker
+	// clusters; nil: every run's pods are read from Client.
+	Clusters clusters.Locator
 }
 
 // SourceArchiver builds a run's source archive and says where pods fetch it.
@@ -375,6 +379,7 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 	if err != nil && !gone {
 		return reconcile.Result{}, err
 	}
+	recordCluster(run, obs.Cluster)
 	p := Advance(run.Status.Phase, run.Status.Message, DeriveProgress(obs))
 	end, err := r.attemptEnd(ctx, run, &obs, gone, p.Phase == taugridv1.PhaseSucceeded)
 	if err != nil {
@@ -475,7 +480,7 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 		r.setCondition(run, taugridv1.ConditionReconciling, metav1.ConditionFalse, string(p.Phase), p.Message)
 	}
 	if recheck == 0 && (p.Phase == taugridv1.PhaseAdmitted || p.Phase == taugridv1.PhaseRunning) {
-		recheck = progressResync
+		recheck = resyncFor(run)
 	}
 	return reconcile.Result{RequeueAfter: recheck}, nil
 }
@@ -519,7 +524,11 @@ func (r *RunReconciler) reconcileRetry(ctx context.Context, run *taugridv1.TauRu
 func (r *RunReconciler) classify(ctx context.Context, run *taugridv1.TauRun, obs Observed, notStarted bool) (FailureClass, string, error) {
 	var pods corev1.PodList
 	attempt := strconv.Itoa(len(run.Status.Attempts))
-	if err := r.List(ctx, &pods, client.InNamespace(run.Namespace), client.MatchingLabels{render.LabelRun: run.Name}); err != nil {
+	podReader, err := r.podReader(ctx, dispatchedTo(run, obs.Workload))
+	if err != nil {
+		return "", "", err
+	}
+	if err := podReader.List(ctx, &pods, client.InNamespace(run.Namespace), client.MatchingLabels{render.LabelRun: run.Name}); err != nil {
 		return "", "", err
 	}
 	pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool {
@@ -532,7 +541,7 @@ func (r *RunReconciler) classify(ctx context.Context, run *taugridv1.TauRun, obs
 			continue
 		}
 		n := &corev1.Node{}
-		switch err := r.Get(ctx, types.NamespacedName{Name: p.Spec.NodeName}, n); {
+		switch err := podReader.Get(ctx, types.NamespacedName{Name: p.Spec.NodeName}, n); {
 		case err == nil:
 			nodes[p.Spec.NodeName] = n
 		case apierrors.IsNotFound(err):
@@ -625,17 +634,23 @@ func (r *RunReconciler) observe(ctx context.Context, run *taugridv1.TauRun) (Obs
 		}
 	}
 	// Pods and nodes are only read, so the cache's own objects serve: a
-	// held run of a 1,000-node cluster copies no node.
+	// held run of a 1,000-node cluster copies no node. A dispatched
+	// attempt's are its worker's.
+	obs.Cluster = dispatchedTo(run, obs.Workload)
+	podReader, err := r.podReader(ctx, obs.Cluster)
+	if err != nil {
+		return obs, err
+	}
 	var pods corev1.PodList
 	attempt := strconv.Itoa(len(run.Status.Attempts))
-	if err := r.List(ctx, &pods, client.InNamespace(run.Namespace), client.MatchingLabels{render.LabelRun: run.Name, render.LabelAttempt: attempt},
+	if err := podReader.List(ctx, &pods, client.InNamespace(run.Namespace), client.MatchingLabels{render.LabelRun: run.Name, render.LabelAttempt: attempt},
 		client.UnsafeDisableDeepCopy); err != nil {
 		return obs, err
 	}
 	obs.Pods = pods.Items
 	if slices.ContainsFunc(obs.Pods, func(p corev1.Pod) bool { return unscheduled(&p) != nil }) {
 		var nodes corev1.NodeList
-		if err := r.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+		if err := podReader.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 			return obs, err
 		}
 		obs.Nodes = nodes.Items

@@ -168,6 +168,12 @@ func podStates(pods []corev1.Pod) []string {
 // would report: kwok runs pods, and a test decides when they end.
 func exitPod(t *testing.T, p *corev1.Pod, code int32) {
 	t.Helper()
+	exitPodOn(t, k8s, p, code)
+}
+
+// exitPodOn is exitPod on the cluster c reaches.
+func exitPodOn(t *testing.T, c client.Client, p *corev1.Pod, code int32) {
+	t.Helper()
 	phase, reason := corev1.PodSucceeded, "Completed"
 	if code != 0 {
 		phase, reason = corev1.PodFailed, "Error"
@@ -175,7 +181,7 @@ func exitPod(t *testing.T, p *corev1.Pod, code int32) {
 	// On the latest copy: the Job controller writes the pod too.
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		cur := &corev1.Pod{}
-		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(p), cur); err != nil {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(p), cur); err != nil {
 			return err
 		}
 		now := metav1.Now()
@@ -190,7 +196,7 @@ func exitPod(t *testing.T, p *corev1.Pod, code int32) {
 				c.Status = corev1.ConditionFalse
 			}
 		}
-		return k8s.Status().Update(context.Background(), cur)
+		return c.Status().Update(context.Background(), cur)
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -104,6 +104,10 @@ type WorkloadStatus struct {
 	// Position in the queue, where Kueue's visibility API serves it.
 	// +optional
 	Position *int32 `json:"position,omitempty"`
+	// Cluster is the MultiKueue worker cluster the attempt was dispatched
+	// to, as its Kueue Workload says; empty on a single cluster.
+	// +optional
+	Cluster string `json:"cluster,omitempty"`
 }
 
 // Attempt is one try at running the run.
@@ -124,6 +128,10 @@ type Attempt struct {
 	// Nodes the attempt's pods ran on.
 	// +optional
 	Nodes []string `json:"nodes,omitempty"`
+	// Cluster is the MultiKueue worker cluster the attempt ran on, if it
+	// was dispatched to one.
+	// +optional
+	Cluster string `json:"cluster,omitempty"`
 	// Preemption records that Kueue preempted the attempt's workload, as
 	// the run reconciler first saw it and before it deleted anything: the
 	// attempt's end is classified from this record, whatever the order in
@@ -276,6 +284,7 @@ type ForgeStatus struct {
 // +kubebuilder:printcolumn:name="Target",type=string,JSONPath=`.spec.target`
 // +kubebuilder:printcolumn:name="Commit",type=string,JSONPath=`.spec.commit`,priority=1
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.status.workload.cluster`
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 43 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="a TauRun's name must be a DNS-1123 label of at most 43 characters (its Job, pods and RayJob are named after it)"

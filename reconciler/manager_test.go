@@ -16,6 +16,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/clusters"
 )
 
 // runningManager is a controller-runtime manager with TauGrid's
@@ -29,6 +30,8 @@ type runningManager struct {
 	client client.Client
 	// nudger is the webhook path's nudger, on the manager's cached client.
 	nudger *AnnotationNudger
+	// clusters is the run reconciler's reader of worker clusters, if any.
+	clusters clusters.Locator
 }
 
 func startManager(t testing.TB) *runningManager {
@@ -75,7 +78,7 @@ func startManagerWith(t testing.TB, adjust func(ctrl.Manager, *RunReconciler)) *
 			t.Fatal(err)
 		}
 	}
-	m := &runningManager{cancel: cancel, client: c, nudger: &AnnotationNudger{Client: c, Clock: clk}}
+	m := &runningManager{cancel: cancel, client: c, nudger: &AnnotationNudger{Client: c, Clock: clk}, clusters: runs.Clusters}
 	m.done.Add(1)
 	go func() {
 		defer m.done.Done()

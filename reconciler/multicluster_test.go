@@ -11,6 +11,7 @@ import (
 	"github.com/taugrid/taugrid/render"
 	"github.com/taugrid/taugrid/test/controlplane"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -158,7 +159,12 @@ func create(t *testing.T, c client.Client, objs ...client.Object) {
 // withWorkers sets a manager's run reconciler to read dispatched runs'
 // pods from their workers, as cmd/tau-controller does with MultiKueue.
 func withWorkers(mgr ctrl.Manager, r *RunReconciler) {
-	r.Clusters = &clusters.Workers{
+	r.Clusters = newWorkers(mgr)
+}
+
+// newWorkers reads dispatched runs' pods from the fleet's workers.
+func newWorkers(mgr ctrl.Manager) *clusters.Workers {
+	return &clusters.Workers{
 		Local:   &clusters.Pods{Reader: mgr.GetClient()},
 		Manager: mgr.GetAPIReader(), Namespace: controlplane.KueueNamespace, Scheme: scheme,
 	}
@@ -198,6 +204,7 @@ func TestARunDispatchedToTheWorkerThatFitsItRunsThereAndSaysWhere(t *testing.T) 
 	if err := large.List(context.Background(), &pods, client.InNamespace(f.ns), client.MatchingLabels{render.LabelRun: run.Name}); err != nil || len(pods.Items) != 1 {
 		t.Fatalf("worker large holds %d pods of the run (%v), want 1", len(pods.Items), err)
 	}
+	readsTheWorker(t, m, run, large, &pods.Items[0])
 	exitPodOn(t, large, &pods.Items[0], 0)
 	waitFor(t, 60*time.Second, "the run to succeed once its pod on the worker exits 0", func() bool {
 		run = getRun(t, f.ns, run.Name)
@@ -205,5 +212,46 @@ func TestARunDispatchedToTheWorkerThatFitsItRunsThereAndSaysWhere(t *testing.T) 
 	})
 	if a := run.Status.Attempts[len(run.Status.Attempts)-1]; a.Cluster != "large" || len(a.Nodes) != 0 && a.Nodes[0] != "mc1-large" {
 		t.Errorf("the attempt records cluster %q, nodes %v; want large, [mc1-large]", a.Cluster, a.Nodes)
+	}
+}
+
+// readsTheWorker checks that the runs API's read side finds a dispatched
+// run's pod, node and events where they are: the pod and node on the
+// worker, the events on both clusters.
+func readsTheWorker(t *testing.T, m *runningManager, run *taugridv1.TauRun, worker client.Client, pod *corev1.Pod) {
+	t.Helper()
+	ctx := context.Background()
+	api := &RunsAPI{Client: m.client, APIReader: k8s, Clusters: m.clusters}
+	got, err := api.AttemptPod(ctx, run)
+	if err != nil || got == nil || got.Name != pod.Name {
+		t.Fatalf("the runs API's attempt pod: %v (%v), want %s from the worker", got, err, pod.Name)
+	}
+	rd, _, err := api.runReader(ctx, run, k8s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := Diagnose(ctx, rd, nil, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Pods) != 1 || d.Pods[0].Node != pod.Spec.NodeName || !d.Nodes[pod.Spec.NodeName].Exists {
+		t.Errorf("the diagnosis shows pods %+v, nodes %+v; want %s on %s, which exists", d.Pods, d.Nodes, pod.Name, pod.Spec.NodeName)
+	}
+	seen := map[string]bool{}
+	for _, e := range d.Events {
+		seen[e.Object+" "+e.Reason] = true
+	}
+	for name, c := range map[string]client.Client{"manager": k8s, "worker": worker} {
+		var evs eventsv1.EventList
+		if err := c.List(ctx, &evs, client.InNamespace(run.Namespace)); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, e := range evs.Items {
+			found = found || seen[e.Regarding.Kind+"/"+e.Regarding.Name+" "+e.Reason]
+		}
+		if !found {
+			t.Errorf("the diagnosis shows none of the %s's %d events (it shows %v)", name, len(evs.Items), seen)
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/clusters"
 	"github.com/taugrid/taugrid/render"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
@@ -120,8 +121,11 @@ type RunsAPI struct {
 	Client    client.Reader
 	APIReader client.Reader
 	Logs      LogSource
-	Tokens    *Tokens
-	Nudger    RepositoryNudger
+	// Clusters reads the pods of runs dispatched to MultiKueue workers;
+	// nil: every run's pods are the local cluster's.
+	Clusters clusters.Locator
+	Tokens   *Tokens
+	Nudger   RepositoryNudger
 	// MaxFollows bounds the logs one token follows at once (each holds a
 	// stream from the API server); 0 means DefaultMaxFollows.
 	MaxFollows int
@@ -267,7 +271,11 @@ func (a *RunsAPI) diagnosis(w http.ResponseWriter, r *http.Request, ns string) {
 	if run == nil {
 		return
 	}
-	d, err := Diagnose(r.Context(), a.reader(), a.Logs, run)
+	var d *Diagnosis
+	rd, logs, err := a.runReader(r.Context(), run, a.reader())
+	if err == nil {
+		d, err = Diagnose(r.Context(), rd, logs, run)
+	}
 	if err != nil {
 		apiError(w, http.StatusInternalServerError, "diagnosing the run failed")
 		return
@@ -320,7 +328,12 @@ func (a *RunsAPI) logs(w http.ResponseWriter, r *http.Request, ns string) {
 		apiError(w, http.StatusInternalServerError, "reading the run's secrets failed")
 		return
 	}
-	rc, err := a.Logs.Logs(r.Context(), ns, pod.Name, opts)
+	_, logs, err := a.runReader(r.Context(), run, a.reader())
+	if err != nil {
+		apiError(w, http.StatusBadGateway, "the run's cluster is not reachable")
+		return
+	}
+	rc, err := logs.Logs(r.Context(), ns, pod.Name, opts)
 	if err != nil {
 		apiError(w, http.StatusBadGateway, "the pod's log is not available: "+mask.Mask(err.Error()))
 		return
@@ -354,7 +367,11 @@ func (a *RunsAPI) AttemptPod(ctx context.Context, run *taugridv1.TauRun) (*corev
 	if n := len(run.Status.Attempts); n > 0 {
 		labels[render.LabelAttempt] = strconv.Itoa(n)
 	}
-	if err := a.Client.List(ctx, &pods, client.InNamespace(run.Namespace), labels); err != nil {
+	rd, _, err := a.runReader(ctx, run, a.Client)
+	if err != nil {
+		return nil, err
+	}
+	if err := rd.List(ctx, &pods, client.InNamespace(run.Namespace), labels); err != nil {
 		return nil, err
 	}
 	var first *corev1.Pod

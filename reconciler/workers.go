@@ -5,6 +5,7 @@ import (
 	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/clusters"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
@@ -13,6 +14,10 @@ import (
 // at while it holds quota: no watch on the worker says when its pods
 // change, and the Job's mirrored status says only when it ends.
 const workerResync = 2 * time.Second
+
+// The worker clients are built from the kubeconfig Secrets that the
+// MultiKueueClusters name (Secrets are read already, for git credentials).
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=multikueueclusters,verbs=get
 
 // dispatchedTo is the worker cluster the attempt runs on: the one its
 // Workload names, else the one recorded (a Workload evicted from a worker
@@ -59,4 +64,22 @@ func resyncFor(run *taugridv1.TauRun) time.Duration {
 		return workerResync
 	}
 	return progressResync
+}
+
+// runReader is what reads a run's cluster for the runs API: local, the
+// given reader and the API's log source; for a run on a worker, its pods,
+// nodes and events (with the manager's) and logs from that worker.
+func (a *RunsAPI) runReader(ctx context.Context, run *taugridv1.TauRun, local client.Reader) (client.Reader, LogSource, error) {
+	cluster := ""
+	if run.Status.Workload != nil {
+		cluster = run.Status.Workload.Cluster
+	}
+	if cluster == "" || a.Clusters == nil {
+		return local, a.Logs, nil
+	}
+	p, err := a.Clusters.PodsOf(ctx, cluster)
+	if err != nil {
+		return nil, nil, err
+	}
+	return clusters.Routed(local, p.Reader), PodLogs{Pods: p.Logs}, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/clusters"
 	"github.com/taugrid/taugrid/gitsource"
 	"github.com/taugrid/taugrid/reconciler"
 	"github.com/taugrid/taugrid/reconciler/forge"
@@ -21,6 +22,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -40,6 +42,7 @@ type options struct {
 	evidence                                                 evidenceOptions
 	janitor                                                  string
 	janitorIdle, janitorEvery                                time.Duration
+	multiKueueNamespace                                      string
 }
 
 func main() {
@@ -57,6 +60,7 @@ func main() {
 	flag.StringVar(&o.sourceURL, "source-url", "http://tau-controller.tau-system.svc:9090", "URL at which run pods reach the source server")
 	flag.StringVar(&o.fetchImage, "fetch-image", "ghcr.io/taugrid/tau:v0.1.0", "image of the source fetch init container")
 	evidenceFlags(flag.CommandLine, &o.evidence)
+	flag.StringVar(&o.multiKueueNamespace, "multikueue-namespace", "", "Kueue's namespace in a MultiKueue manager: runs dispatched to worker clusters are followed through the kubeconfig Secrets there; empty: a single cluster")
 	flag.StringVar(&o.janitor, "janitor", "release", "quota held for nothing (orphaned or idle reservations, RayJobs KubeRay refused, pods stuck on lost nodes): release, report or off")
 	flag.DurationVar(&o.janitorIdle, "janitor-idle-after", 15*time.Minute, "how long an admitted workload may run no pod, or a pod on a lost node stay terminating, before the janitor acts")
 	flag.DurationVar(&o.janitorEvery, "janitor-interval", time.Minute, "how often the janitor looks")
@@ -114,7 +118,11 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	if err := setupReconcilers(ctx, mgr, git, sources, policies, ev, o); err != nil {
+	workers, err := setupWorkers(mgr, cfg, o)
+	if err != nil {
+		return err
+	}
+	if err := setupReconcilers(ctx, mgr, git, sources, policies, ev, workers, o); err != nil {
 		return err
 	}
 	if err := setupMetrics(mgr); err != nil {
@@ -127,7 +135,7 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	if err := setupServers(mgr, sources, clientset, o); err != nil {
+	if err := setupServers(mgr, sources, clientset, workers, o); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -140,7 +148,7 @@ func run(ctx context.Context, o options) error {
 }
 
 func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.Client, sources *reconciler.Sources, policies *reconciler.PolicyStore,
-	ev *reconciler.EvidenceRecorder, o options) error {
+	ev *reconciler.EvidenceRecorder, workers clusters.Locator, o options) error {
 	c := mgr.GetClient()
 	clk := clock.RealClock{}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, reconciler.IndexRepositoryURL, reconciler.RepositoryURL); err != nil {
@@ -161,7 +169,7 @@ func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 		&reconciler.RepositoryReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-repository"),
 			PullRequests: pulls},
 		&reconciler.RunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Files: &reconciler.GitFiles{Client: c, Git: git},
-			Policies: policies, Sources: sources, Clock: clk, Recorder: mgr.GetEventRecorder("tau-run"), Evidence: ev},
+			Policies: policies, Sources: sources, Clock: clk, Recorder: mgr.GetEventRecorder("tau-run"), Evidence: ev, Clusters: workers},
 		ev,
 		forges,
 		&reconciler.RefusalReporter{Client: c, Forge: forges, Recorder: mgr.GetEventRecorder("tau-forge")},
@@ -201,7 +209,7 @@ func setupJanitor(mgr manager.Manager, o options) error {
 
 // setupServers adds the webhook receiver and the source archive server as
 // manager runnables, so they start and stop with it.
-func setupServers(mgr manager.Manager, sources *reconciler.Sources, clientset kubernetes.Interface, o options) error {
+func setupServers(mgr manager.Manager, sources *reconciler.Sources, clientset kubernetes.Interface, workers clusters.Locator, o options) error {
 	c := mgr.GetClient()
 	webhookMetrics, err := reconciler.NewWebhookMetrics(crmetrics.Registry)
 	if err != nil {
@@ -217,7 +225,7 @@ func setupServers(mgr manager.Manager, sources *reconciler.Sources, clientset ku
 		reconciler.NewServer(o.sourceAddr, sources), // archives stream: each write has its own deadline
 	}
 	if o.apiAddr != "0" {
-		api := &reconciler.RunsAPI{Client: c, APIReader: mgr.GetAPIReader(), Logs: reconciler.PodLogs{Pods: clientset.CoreV1()},
+		api := &reconciler.RunsAPI{Client: c, APIReader: mgr.GetAPIReader(), Logs: reconciler.PodLogs{Pods: clientset.CoreV1()}, Clusters: workers,
 			Tokens: &reconciler.Tokens{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Clock: clock.RealClock{}}, Nudger: nudger}
 		// Followed logs stream for as long as the pod runs: each write has
 		// its own deadline, and a token follows only so many at once.
@@ -252,3 +260,20 @@ func (h httpRunnable) Start(ctx context.Context) error {
 
 // NeedLeaderElection: webhooks and sources are served by every replica.
 func (h httpRunnable) NeedLeaderElection() bool { return false }
+
+// setupWorkers reads the pods of runs dispatched to MultiKueue workers
+// through the kubeconfig Secrets in Kueue's namespace; nil (every run's
+// pods are local) without --multikueue-namespace.
+func setupWorkers(mgr manager.Manager, cfg *rest.Config, o options) (clusters.Locator, error) {
+	if o.multiKueueNamespace == "" {
+		return nil, nil
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &clusters.Workers{
+		Local:   &clusters.Pods{Reader: mgr.GetClient(), Logs: cs.CoreV1()},
+		Manager: mgr.GetAPIReader(), Namespace: o.multiKueueNamespace, Scheme: mgr.GetScheme(),
+	}, nil
+}

@@ -70,6 +70,8 @@ type Workers struct {
 	Scheme *runtime.Scheme
 	// CallTimeout bounds each non-streaming call; 0: DefaultCallTimeout.
 	CallTimeout time.Duration
+	// Metrics counts and times the calls to each worker; nil: none.
+	Metrics *Metrics
 
 	mu      sync.Mutex
 	clients map[string]*workerClient
@@ -131,6 +133,7 @@ func (w *Workers) build(cluster string, kubeconfig []byte) (*Pods, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.WrapTransport = w.Metrics.wrap(cluster)
 	reads := rest.CopyConfig(cfg)
 	reads.Timeout = w.CallTimeout
 	if reads.Timeout <= 0 {

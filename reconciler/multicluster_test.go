@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/clusters"
 	"github.com/taugrid/taugrid/render"
@@ -164,11 +165,21 @@ func withWorkers(mgr ctrl.Manager, r *RunReconciler) {
 
 // newWorkers reads dispatched runs' pods from the fleet's workers.
 func newWorkers(mgr ctrl.Manager) *clusters.Workers {
+	metrics, err := clusters.NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		panic(err) // a fresh registry refuses nothing
+	}
 	return &clusters.Workers{
 		Local:   &clusters.Pods{Reader: mgr.GetClient()},
-		Manager: mgr.GetAPIReader(), Namespace: controlplane.KueueNamespace, Scheme: scheme,
+		Manager: mgr.GetAPIReader(), Namespace: controlplane.KueueNamespace, Scheme: scheme, Metrics: metrics,
 	}
 }
+
+// maxWorkerCallsPerRun bounds the requests the run reconciler makes to a
+// worker for one short run: a look every workerResync, each listing the
+// attempt's pods (and nodes, or a node per pod, only when they explain a
+// wait or a failure).
+const maxWorkerCallsPerRun = 200
 
 // A researcher's run, pushed as on one cluster, is dispatched by the
 // manager's Kueue to the only worker with GPU quota for it; it is Running
@@ -204,12 +215,21 @@ func TestARunDispatchedToTheWorkerThatFitsItRunsThereAndSaysWhere(t *testing.T) 
 	if err := large.List(context.Background(), &pods, client.InNamespace(f.ns), client.MatchingLabels{render.LabelRun: run.Name}); err != nil || len(pods.Items) != 1 {
 		t.Fatalf("worker large holds %d pods of the run (%v), want 1", len(pods.Items), err)
 	}
+	metrics := m.clusters.(*clusters.Workers).Metrics
+	following := metrics.Requests("large")
 	readsTheWorker(t, m, run, large, &pods.Items[0])
+	t.Logf("worker reads: %.0f to follow the run to Running, %.0f for the runs API's attempt pod and diagnosis",
+		following, metrics.Requests("large")-following)
 	exitPodOn(t, large, &pods.Items[0], 0)
 	waitFor(t, 60*time.Second, "the run to succeed once its pod on the worker exits 0", func() bool {
 		run = getRun(t, f.ns, run.Name)
 		return run.Status.Phase == taugridv1.PhaseSucceeded
 	})
+	calls := metrics.Requests("large")
+	t.Logf("worker reads for the whole run, its diagnosis included: %.0f (%.0f to small)", calls, metrics.Requests("small"))
+	if calls > maxWorkerCallsPerRun || metrics.Requests("small") != 0 {
+		t.Errorf("%.0f calls to the run's worker, %.0f to the other; want at most %d, and none", calls, metrics.Requests("small"), maxWorkerCallsPerRun)
+	}
 	if a := run.Status.Attempts[len(run.Status.Attempts)-1]; a.Cluster != "large" || len(a.Nodes) != 0 && a.Nodes[0] != "mc1-large" {
 		t.Errorf("the attempt records cluster %q, nodes %v; want large, [mc1-large]", a.Cluster, a.Nodes)
 	}

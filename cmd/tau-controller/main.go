@@ -272,8 +272,12 @@ func setupWorkers(mgr manager.Manager, cfg *rest.Config, o options) (clusters.Lo
 	if err != nil {
 		return nil, err
 	}
+	metrics, err := clusters.NewMetrics(crmetrics.Registry)
+	if err != nil {
+		return nil, err
+	}
 	return &clusters.Workers{
 		Local:   &clusters.Pods{Reader: mgr.GetClient(), Logs: cs.CoreV1()},
-		Manager: mgr.GetAPIReader(), Namespace: o.multiKueueNamespace, Scheme: mgr.GetScheme(),
+		Manager: mgr.GetAPIReader(), Namespace: o.multiKueueNamespace, Scheme: mgr.GetScheme(), Metrics: metrics,
 	}, nil
 }

@@ -117,7 +117,7 @@ func printRun(w io.Writer, r *taugridv1.TauRun) {
 		fmt.Fprintf(w, "    %-10s %s\n", p.Phase, p.Time.UTC().Format(time.RFC3339))
 	}
 	if wl := r.Status.Workload; wl != nil {
-		fmt.Fprintf(w, "  workload: %s %s in queue %s\n", wl.Kind, wl.Name, wl.Queue)
+		fmt.Fprintf(w, "  workload: %s %s in queue %s%s\n", wl.Kind, wl.Name, wl.Queue, onCluster(wl.Cluster))
 		if wl.Reason != "" && r.Status.Phase == taugridv1.PhaseQueued {
 			fmt.Fprintf(w, "  why it waits:\n%s\n", indentLines("  "+strings.ReplaceAll(wl.Reason, "\n", "\n  ")))
 		}
@@ -125,7 +125,7 @@ func printRun(w io.Writer, r *taugridv1.TauRun) {
 	if len(r.Status.Attempts) > 1 || len(r.Status.Attempts) == 1 && r.Status.Attempts[0].FailureClass != "" {
 		fmt.Fprintln(w, "  attempts:")
 		for _, a := range r.Status.Attempts {
-			fmt.Fprintf(w, "    %d  %-14s %s\n", a.Number, orDash(a.FailureClass), a.Reason)
+			fmt.Fprintf(w, "    %d  %-14s %s%s\n", a.Number, orDash(a.FailureClass), a.Reason, onCluster(a.Cluster))
 		}
 	}
 	if r.Status.ConfigDigest != "" {
@@ -171,4 +171,12 @@ func truncate(s string, n int) string {
 		return s[:n-1] + "…"
 	}
 	return s
+}
+
+// onCluster names the worker cluster a run was dispatched to, if any.
+func onCluster(cluster string) string {
+	if cluster == "" {
+		return ""
+	}
+	return ", on cluster " + cluster
 }

@@ -16,7 +16,9 @@ import (
 // on: the researcher's fault or the platform's.
 type FailureClass string
 
-// The failure classes, as tau.yaml's resilience.retry_on names them.
+// The failure classes, as tau.yaml's resilience.retry_on names them
+// (render.FailureClasses; TestTheFailureClassesAreTheOnesRetryOnAccepts
+// ties the two lists: add a class to both).
 const (
 	FailureUserError      FailureClass = "UserError"      // the entrypoint exited non-zero
 	FailureOOMKilled      FailureClass = "OOMKilled"      // a container ran out of memory

@@ -205,7 +205,12 @@ func (e *EvidenceRecorder) Reconcile(ctx context.Context, req reconcile.Request)
 	base := run.DeepCopy()
 	ok := e.seal(ctx, run, endedAttempts(run))
 	if !equality.Semantic.DeepEqual(base.Status, run.Status) {
-		if err := e.Client.Status().Patch(ctx, run, client.MergeFrom(base)); err != nil {
+		// status.conditions is one list, shared with the run reconciler,
+		// and a merge patch replaces it whole: written from a copy older
+		// than the run reconciler's last write, it would put that copy's
+		// conditions back. The lock refuses such a write (Conflict); the
+		// retry reads the run again.
+		if err := e.Client.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
 	}

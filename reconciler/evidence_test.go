@@ -355,6 +355,42 @@ func TestAFullStoreLeavesTheRunAloneAndTheBundleIsRetried(t *testing.T) {
 			t.Errorf("EvidenceSealed = %+v, want True", apimeta.FindStatusCondition(got.Status.Conditions, ConditionEvidence))
 		}
 	})
+
+	// The run reconciler owns Ready, the evidence retry EvidenceSealed; both
+	// live in one status.conditions list, which a merge patch replaces
+	// whole. A retry working from a copy older than the run reconciler's
+	// last write must not put the old list back.
+	t.Run("a retry from a stale copy does not erase the run reconciler's condition", func(t *testing.T) {
+		ctx := context.Background()
+		base := got.DeepCopy()
+		f.recorder.setCondition(got, metav1.ConditionFalse, ReasonStoreUnavailable, "a status write was lost")
+		if err := k8s.Status().Patch(ctx, got, client.MergeFrom(base)); err != nil {
+			t.Fatal(err)
+		}
+		stale := got.DeepCopy()
+		base = got.DeepCopy()
+		const said = "the run reconciler's newest word"
+		setCondition(&got.Status.Conditions, got.Generation, f.runRec.Clock.Now(), taugridv1.ConditionReady, metav1.ConditionTrue, "Succeeded", said)
+		if err := k8s.Status().Patch(ctx, got, client.MergeFrom(base)); err != nil {
+			t.Fatal(err)
+		}
+
+		f.recorder.Client = laggingCache{Client: k8s, old: stale}
+		_, _ = f.recorder.Reconcile(ctx, req) // a stale copy: its write is refused, and retried
+		f.recorder.Client = k8s
+		if _, err := f.recorder.Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if err := k8s.Get(ctx, req.NamespacedName, got); err != nil {
+			t.Fatal(err)
+		}
+		if c := apimeta.FindStatusCondition(got.Status.Conditions, taugridv1.ConditionReady); c == nil || c.Message != said {
+			t.Errorf("Ready = %+v: the evidence retry erased the run reconciler's condition", c)
+		}
+		if !apimeta.IsStatusConditionTrue(got.Status.Conditions, ConditionEvidence) {
+			t.Errorf("EvidenceSealed = %+v, want True", apimeta.FindStatusCondition(got.Status.Conditions, ConditionEvidence))
+		}
+	})
 }
 
 // evidenceLinks signs the evidence links of the tests' recorders.

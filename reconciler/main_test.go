@@ -48,7 +48,7 @@ func runTests(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	gitRoot = filepath.Join(dir, "repos")
-	gitServer = httptest.NewServer(&gittest.HTTPServer{Root: gitRoot})
+	gitServer = httptest.NewServer(outages{next: &gittest.HTTPServer{Root: gitRoot}})
 	defer gitServer.Close()
 	if gitClient, err = gitsource.NewClient(gitsource.Options{CacheDir: filepath.Join(dir, "cache")}); err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -149,10 +149,11 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		if refused, err := r.reconcileSignature(ctx, run); refused || err != nil {
 			return reconcile.Result{}, err
 		}
-		if wait := r.retryDue(ctx, run); wait > 0 && !resume {
+		plan, err := r.plan(ctx, run, len(run.Status.Attempts)+1)
+		if wait := r.retryDue(run, plan); wait > 0 && !resume {
 			return reconcile.Result{RequeueAfter: wait}, nil
 		}
-		err := r.reconcileSubmit(ctx, run)
+		err = r.reconcileSubmit(ctx, run, plan, err)
 		if errors.Is(err, errNoPolicyYet) {
 			r.setPhase(run, taugridv1.PhasePending, err.Error())
 			return reconcile.Result{RequeueAfter: 10 * time.Second}, nil
@@ -194,29 +195,27 @@ func (r *RunReconciler) reopen(run *taugridv1.TauRun) {
 	r.Recorder.Eventf(run, nil, corev1.EventTypeNormal, ReasonResumed, "Resume", "%s", msg)
 }
 
-// retryDue is how long the next attempt must still wait after the last
-// attempt ended; 0 when it is due (or for the first attempt).
-func (r *RunReconciler) retryDue(ctx context.Context, run *taugridv1.TauRun) time.Duration {
+// retryDue is how long the next attempt, planned as plan, must still wait
+// after the last attempt ended; 0 when it is due (or for the first
+// attempt, or without a plan: reconcileSubmit reports why there is none).
+func (r *RunReconciler) retryDue(run *taugridv1.TauRun, plan *render.Plan) time.Duration {
 	n := len(run.Status.Attempts)
-	if n == 0 || run.Status.Attempts[n-1].EndTime == nil {
-		return 0
-	}
-	plan, err := r.plan(ctx, run, n+1)
-	if err != nil {
+	if n == 0 || run.Status.Attempts[n-1].EndTime == nil || plan == nil {
 		return 0
 	}
 	return max(0, run.Status.Attempts[n-1].EndTime.Add(plan.Retry.Backoff(n)).Sub(r.Clock.Now()))
 }
 
-// reconcileSubmit reads the tau file at the run's commit, renders it under
-// the policy in force and creates the workload. An invalid file or a policy
-// violation fails the run (Stalled, Ready=False) and submits nothing.
-func (r *RunReconciler) reconcileSubmit(ctx context.Context, run *taugridv1.TauRun) error {
+// reconcileSubmit creates the workload of plan, the tau file at the run's
+// commit rendered under the policy in force, or reports planErr, why there
+// is no plan. An invalid file or a policy violation fails the run (Stalled,
+// Ready=False) and submits nothing.
+func (r *RunReconciler) reconcileSubmit(ctx context.Context, run *taugridv1.TauRun, plan *render.Plan, planErr error) error {
 	attempt := len(run.Status.Attempts) + 1
 	if attempt == 1 {
 		r.setPhase(run, taugridv1.PhasePending, "reading "+render.TargetFile(run.Spec.Target))
 	}
-	plan, err := r.plan(ctx, run, attempt)
+	err := planErr
 	if err == nil {
 		err = r.attachSource(ctx, run, plan)
 	}

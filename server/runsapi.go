@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/runs"
 	corev1 "k8s.io/api/core/v1"
@@ -119,6 +120,9 @@ type RunsAPI struct {
 	Logs      runs.LogSource
 	Tokens    *Tokens
 	Nudger    RepositoryNudger
+	// Log records why a request failed on the controller's side (5xx);
+	// the zero Logger discards.
+	Log logr.Logger
 	// MaxFollows bounds the logs one token follows at once (each holds a
 	// stream from the API server); 0 means DefaultMaxFollows.
 	MaxFollows int
@@ -184,7 +188,7 @@ func (a *RunsAPI) authenticate(w http.ResponseWriter, r *http.Request) (string, 
 	ns, err := a.Tokens.NamespaceOf(r.Context(), strings.TrimSpace(token))
 	switch {
 	case err != nil:
-		apiError(w, http.StatusServiceUnavailable, "cannot check tokens now; try again")
+		a.failed(w, r, http.StatusServiceUnavailable, "cannot check tokens now; try again", err)
 	case ns == "":
 		apiError(w, http.StatusUnauthorized, "invalid token")
 	default:
@@ -210,7 +214,7 @@ func (a *RunsAPI) tenant(h func(http.ResponseWriter, *http.Request, string)) htt
 func (a *RunsAPI) list(w http.ResponseWriter, r *http.Request, ns string) {
 	var list taugridv1.TauRunList
 	if err := a.Client.List(r.Context(), &list, client.InNamespace(ns)); err != nil {
-		apiError(w, http.StatusInternalServerError, "listing runs failed")
+		a.failed(w, r, http.StatusInternalServerError, "listing runs failed", err)
 		return
 	}
 	runs.SortNewestFirst(list.Items)
@@ -227,7 +231,7 @@ func (a *RunsAPI) find(w http.ResponseWriter, r *http.Request, ns string) *taugr
 	case errors.As(err, &none):
 		apiError(w, http.StatusNotFound, err.Error())
 	case err != nil:
-		apiError(w, http.StatusInternalServerError, "reading the run failed")
+		a.failed(w, r, http.StatusInternalServerError, "reading the run failed", err)
 	}
 	if err != nil {
 		return nil
@@ -239,7 +243,7 @@ func (a *RunsAPI) find(w http.ResponseWriter, r *http.Request, ns string) *taugr
 func (a *RunsAPI) queue(w http.ResponseWriter, r *http.Request, ns string) {
 	rep, err := runs.ReportQueue(r.Context(), a.Client, ns)
 	if err != nil {
-		apiError(w, http.StatusInternalServerError, "reading the queues failed")
+		a.failed(w, r, http.StatusInternalServerError, "reading the queues failed", err)
 		return
 	}
 	writeJSON(w, rep)
@@ -258,7 +262,7 @@ func (a *RunsAPI) diagnosis(w http.ResponseWriter, r *http.Request, ns string) {
 	}
 	d, err := runs.Diagnose(r.Context(), a.reader(), a.Logs, run)
 	if err != nil {
-		apiError(w, http.StatusInternalServerError, "diagnosing the run failed")
+		a.failed(w, r, http.StatusInternalServerError, "diagnosing the run failed", err)
 		return
 	}
 	writeJSON(w, d)
@@ -281,7 +285,7 @@ func (a *RunsAPI) logs(w http.ResponseWriter, r *http.Request, ns string) {
 	}
 	pod, err := runs.AttemptPod(r.Context(), a.Client, run)
 	if err != nil {
-		apiError(w, http.StatusInternalServerError, "listing the run's pods failed")
+		a.failed(w, r, http.StatusInternalServerError, "listing the run's pods failed", err)
 		return
 	}
 	if pod == nil {
@@ -306,12 +310,12 @@ func (a *RunsAPI) logs(w http.ResponseWriter, r *http.Request, ns string) {
 	}
 	mask, err := runs.SecretMasker(r.Context(), a.reader(), ns, []corev1.Pod{*pod})
 	if err != nil {
-		apiError(w, http.StatusInternalServerError, "reading the run's secrets failed")
+		a.failed(w, r, http.StatusInternalServerError, "reading the run's secrets failed", err)
 		return
 	}
 	rc, err := a.Logs.Logs(r.Context(), ns, pod.Name, opts)
 	if err != nil {
-		apiError(w, http.StatusBadGateway, "the pod's log is not available: "+mask.Mask(err.Error()))
+		a.failed(w, r, http.StatusBadGateway, "the pod's log is not available: "+mask.Mask(err.Error()), errors.New(mask.Mask(err.Error())))
 		return
 	}
 	defer rc.Close()
@@ -347,13 +351,13 @@ func (a *RunsAPI) nudge(w http.ResponseWriter, r *http.Request, ns string) {
 	// Only the tenant's own repositories are polled.
 	var repos taugridv1.TauRepositoryList
 	if err := a.Client.List(r.Context(), &repos, client.InNamespace(ns)); err != nil {
-		apiError(w, http.StatusInternalServerError, "listing repositories failed")
+		a.failed(w, r, http.StatusInternalServerError, "listing repositories failed", err)
 		return
 	}
 	for _, repo := range repos.Items {
 		if SameRepository(repo.Spec.URL, body.Repository) {
 			if err := a.Nudger.Nudge(r.Context(), repo.Spec.URL); err != nil {
-				apiError(w, http.StatusInternalServerError, "nudging failed")
+				a.failed(w, r, http.StatusInternalServerError, "nudging failed", err)
 				return
 			}
 			w.WriteHeader(http.StatusAccepted)
@@ -368,6 +372,13 @@ func writeJSON(w http.ResponseWriter, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// failed answers a request the API could not serve, and logs why: the
+// client reads only msg, the controller's log keeps err.
+func (a *RunsAPI) failed(w http.ResponseWriter, r *http.Request, code int, msg string, err error) {
+	a.Log.Error(err, msg, "method", r.Method, "path", r.URL.Path, "status", code)
+	apiError(w, code, msg)
 }
 
 func apiError(w http.ResponseWriter, code int, msg string) {

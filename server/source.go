@@ -32,7 +32,7 @@ type Sources struct {
 	Client client.Reader
 	Git    Archives
 	// BaseURL is how pods reach this server, e.g.
-	// http://tau-controller.tau-system.svc:9090.
+	// http://tau-controller.taugrid-system.svc:9090.
 	BaseURL string
 	// FetchImage runs the init container that downloads and verifies.
 	FetchImage string

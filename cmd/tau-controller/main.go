@@ -44,6 +44,10 @@ type options struct {
 	janitorIdle, janitorEvery                                time.Duration
 }
 
+// defaultNamespace is the controller's namespace outside the chart (which
+// sets POD_NAMESPACE): the one its RBAC markers name, and the docs install to.
+const defaultNamespace = "taugrid-system"
+
 func main() {
 	var o options
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics address; 0 disables")
@@ -54,9 +58,9 @@ func main() {
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles")
 	flag.Float64Var(&o.qps, "kube-api-qps", 100, "sustained requests per second to the API server")
 	flag.IntVar(&o.burst, "kube-api-burst", 200, "request burst to the API server")
-	flag.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", "tau-system"), "namespace holding TauPlatform Secrets")
+	flag.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", defaultNamespace), "namespace holding TauPlatform Secrets")
 	flag.StringVar(&o.cacheDir, "cache-dir", "/var/cache/taugrid", "git object and source archive cache")
-	flag.StringVar(&o.sourceURL, "source-url", "http://tau-controller.tau-system.svc:9090", "URL at which run pods reach the source server")
+	flag.StringVar(&o.sourceURL, "source-url", "http://tau-controller."+defaultNamespace+".svc:9090", "URL at which run pods reach the source server")
 	flag.StringVar(&o.fetchImage, "fetch-image", "ghcr.io/taugrid/tau:v0.1.0", "image of the source fetch init container")
 	evidenceFlags(flag.CommandLine, &o.evidence)
 	flag.StringVar(&o.janitor, "janitor", "release", "quota held for nothing (orphaned or idle reservations, RayJobs KubeRay refused, pods stuck on lost nodes): release, report or off")
@@ -219,7 +223,7 @@ func setupServers(mgr manager.Manager, sources *server.Sources, clientset kubern
 		server.NewServer(o.sourceAddr, sources), // archives stream: each write has its own deadline
 	}
 	if o.apiAddr != "0" {
-		api := &server.RunsAPI{Client: c, APIReader: mgr.GetAPIReader(), Logs: runs.PodLogs{Pods: clientset.CoreV1()},
+		api := &server.RunsAPI{Client: c, APIReader: mgr.GetAPIReader(), Logs: runs.PodLogs{Pods: clientset.CoreV1()}, Log: mgr.GetLogger().WithName("runs-api"),
 			Tokens: &server.Tokens{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Clock: clock.RealClock{}}, Nudger: nudger}
 		// Followed logs stream for as long as the pod runs: each write has
 		// its own deadline, and a token follows only so many at once.

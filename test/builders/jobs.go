@@ -1,8 +1,6 @@
 package builders
 
 import (
-	"strconv"
-
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	"github.com/taugrid/taugrid/render"
 	batchv1 "k8s.io/api/batch/v1"
@@ -24,23 +22,18 @@ func MakeJob(name, namespace string) *JobBuilder {
 			Containers:    []corev1.Container{{Name: "main", Image: "busybox"}}}}}}}
 }
 
-// Run labels the Job as attempt of run.
-func (b *JobBuilder) Run(run string, attempt int) *JobBuilder {
-	b.job.Labels[render.LabelRun] = run
-	b.job.Labels[render.LabelAttempt] = strconv.Itoa(attempt)
-	return b
-}
-
-// Queue sets the LocalQueue.
-func (b *JobBuilder) Queue(q string) *JobBuilder {
-	b.job.Labels[render.LabelQueueName] = q
-	return b
-}
-
 // Unsuspended lets the Job run, as Kueue does on admission.
 func (b *JobBuilder) Unsuspended() *JobBuilder {
 	suspend := false
 	b.job.Spec.Suspend = &suspend
+	return b
+}
+
+// Running records one active, ready pod, as the Job controller does once
+// it started.
+func (b *JobBuilder) Running() *JobBuilder {
+	ready := int32(1)
+	b.job.Status.Active, b.job.Status.Ready, b.job.Status.StartTime = 1, &ready, &metav1.Time{}
 	return b
 }
 
@@ -66,10 +59,10 @@ func MakeRayJob(name, namespace, entrypoint string) *RayJobBuilder {
 				Containers: []corev1.Container{{Name: "ray-head", Image: "rayproject/ray"}}}}}}}}}
 }
 
-// Run labels the RayJob as attempt of run.
-func (b *RayJobBuilder) Run(run string, attempt int) *RayJobBuilder {
-	b.rj.Labels[render.LabelRun] = run
-	b.rj.Labels[render.LabelAttempt] = strconv.Itoa(attempt)
+// Workers adds a worker group of replicas.
+func (b *RayJobBuilder) Workers(replicas int32) *RayJobBuilder {
+	b.rj.Spec.RayClusterSpec.WorkerGroupSpecs = append(b.rj.Spec.RayClusterSpec.WorkerGroupSpecs,
+		rayv1.WorkerGroupSpec{GroupName: "workers", Replicas: &replicas})
 	return b
 }
 

@@ -19,12 +19,6 @@ func MakeWorkload(name, namespace string) *WorkloadBuilder {
 		Spec: kueue.WorkloadSpec{QueueName: "runs"}}}
 }
 
-// Queue sets the LocalQueue.
-func (b *WorkloadBuilder) Queue(q string) *WorkloadBuilder {
-	b.wl.Spec.QueueName = kueue.LocalQueueName(q)
-	return b
-}
-
 // UID sets the UID.
 func (b *WorkloadBuilder) UID(uid string) *WorkloadBuilder {
 	b.wl.UID = types.UID(uid)
@@ -48,12 +42,6 @@ func (b *WorkloadBuilder) Created(t metav1.Time) *WorkloadBuilder {
 func (b *WorkloadBuilder) QuotaReserved(status metav1.ConditionStatus, msg string) *WorkloadBuilder {
 	b.wl.Status.Conditions = append(b.wl.Status.Conditions,
 		metav1.Condition{Type: kueue.WorkloadQuotaReserved, Status: status, Reason: "Pending", Message: msg})
-	return b
-}
-
-// Condition adds a condition.
-func (b *WorkloadBuilder) Condition(c metav1.Condition) *WorkloadBuilder {
-	b.wl.Status.Conditions = append(b.wl.Status.Conditions, c)
 	return b
 }
 

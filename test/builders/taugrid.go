@@ -19,27 +19,9 @@ func MakeTauRepository(name, namespace, url string) *TauRepositoryBuilder {
 			Interval: metav1.Duration{Duration: time.Minute}}}}
 }
 
-// Platform sets the TauPlatform whose policy applies.
-func (b *TauRepositoryBuilder) Platform(p string) *TauRepositoryBuilder {
-	b.repo.Spec.Platform = p
-	return b
-}
-
 // CredentialsSecret names the Secret holding the git credentials.
 func (b *TauRepositoryBuilder) CredentialsSecret(name string) *TauRepositoryBuilder {
 	b.repo.Spec.SecretRef = &taugridv1.LocalObjectReference{Name: name}
-	return b
-}
-
-// WebhookSecret names the Secret holding the webhook token.
-func (b *TauRepositoryBuilder) WebhookSecret(name string) *TauRepositoryBuilder {
-	b.repo.Spec.Webhook = &taugridv1.Webhook{SecretRef: taugridv1.LocalObjectReference{Name: name}}
-	return b
-}
-
-// Branches sets the watched branches.
-func (b *TauRepositoryBuilder) Branches(branches ...string) *TauRepositoryBuilder {
-	b.repo.Spec.Triggers.Branches = branches
 	return b
 }
 
@@ -65,24 +47,6 @@ func MakeTauRun(name, namespace string) *TauRunBuilder {
 			Trigger: taugridv1.Trigger{Kind: taugridv1.TriggerRunRef, Ref: taugridv1.RunRefPrefix + name}}}}
 }
 
-// Repository sets the TauRepository the run comes from.
-func (b *TauRunBuilder) Repository(r string) *TauRunBuilder {
-	b.run.Spec.Repository = r
-	return b
-}
-
-// Commit sets the commit.
-func (b *TauRunBuilder) Commit(sha string) *TauRunBuilder {
-	b.run.Spec.Commit = sha
-	return b
-}
-
-// Target sets the target.
-func (b *TauRunBuilder) Target(t string) *TauRunBuilder {
-	b.run.Spec.Target = t
-	return b
-}
-
 // Trigger sets how the run was requested.
 func (b *TauRunBuilder) Trigger(kind taugridv1.TriggerKind, ref string) *TauRunBuilder {
 	b.run.Spec.Trigger = taugridv1.Trigger{Kind: kind, Ref: ref}
@@ -100,48 +64,9 @@ func (b *TauRunBuilder) Labels(kv map[string]string) *TauRunBuilder {
 	return b
 }
 
-// Annotation sets an annotation.
-func (b *TauRunBuilder) Annotation(k, v string) *TauRunBuilder {
-	if b.run.Annotations == nil {
-		b.run.Annotations = map[string]string{}
-	}
-	b.run.Annotations[k] = v
-	return b
-}
-
 // Created sets the creation time.
 func (b *TauRunBuilder) Created(t time.Time) *TauRunBuilder {
 	b.run.CreationTimestamp = metav1.NewTime(t)
-	return b
-}
-
-// Cancel asks for the run to stop.
-func (b *TauRunBuilder) Cancel() *TauRunBuilder {
-	b.run.Spec.Cancel = true
-	return b
-}
-
-// Phase sets status.phase.
-func (b *TauRunBuilder) Phase(p taugridv1.RunPhase) *TauRunBuilder {
-	b.run.Status.Phase = p
-	return b
-}
-
-// Attempt appends an attempt of workload; end, if not zero, ends it.
-func (b *TauRunBuilder) Attempt(workload string, start, end time.Time) *TauRunBuilder {
-	st := metav1.NewTime(start)
-	a := taugridv1.Attempt{Number: len(b.run.Status.Attempts) + 1, Workload: workload, StartTime: &st}
-	if !end.IsZero() {
-		e := metav1.NewTime(end)
-		a.EndTime = &e
-	}
-	b.run.Status.Attempts = append(b.run.Status.Attempts, a)
-	return b
-}
-
-// Workload records the current attempt's workload in status.
-func (b *TauRunBuilder) Workload(kind, name, queue string) *TauRunBuilder {
-	b.run.Status.Workload = &taugridv1.WorkloadStatus{Kind: kind, Name: name, Queue: queue}
 	return b
 }
 

@@ -17,6 +17,7 @@ import (
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/clusters"
+	"github.com/taugrid/taugrid/server"
 )
 
 // runningManager is a controller-runtime manager with TauGrid's
@@ -29,7 +30,7 @@ type runningManager struct {
 	// client is the manager's cached client, indexed as the controller's.
 	client client.Client
 	// nudger is the webhook path's nudger, on the manager's cached client.
-	nudger *AnnotationNudger
+	nudger *server.AnnotationNudger
 	// clusters is the run reconciler's reader of worker clusters, if any.
 	clusters clusters.Locator
 }
@@ -55,10 +56,10 @@ func startManagerWith(t testing.TB, adjust func(ctrl.Manager, *RunReconciler)) *
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, IndexRepositoryURL, RepositoryURL); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, server.IndexRepositoryURL, server.RepositoryURL); err != nil {
 		t.Fatal(err)
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, IndexWebhookPath, WebhookPathOf); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, server.IndexWebhookPath, server.WebhookPathOf); err != nil {
 		t.Fatal(err)
 	}
 	c, clk := mgr.GetClient(), clock.RealClock{}
@@ -78,7 +79,7 @@ func startManagerWith(t testing.TB, adjust func(ctrl.Manager, *RunReconciler)) *
 			t.Fatal(err)
 		}
 	}
-	m := &runningManager{cancel: cancel, client: c, nudger: &AnnotationNudger{Client: c, Clock: clk}, clusters: runs.Clusters}
+	m := &runningManager{cancel: cancel, client: c, nudger: &server.AnnotationNudger{Client: c, Clock: clk}, clusters: runs.Clusters}
 	m.done.Add(1)
 	go func() {
 		defer m.done.Done()

@@ -10,6 +10,7 @@ import (
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/clusters"
 	"github.com/taugrid/taugrid/render"
+	"github.com/taugrid/taugrid/server"
 	"github.com/taugrid/taugrid/test/controlplane"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -241,16 +242,12 @@ func TestARunDispatchedToTheWorkerThatFitsItRunsThereAndSaysWhere(t *testing.T) 
 func readsTheWorker(t *testing.T, m *runningManager, run *taugridv1.TauRun, worker client.Client, pod *corev1.Pod) {
 	t.Helper()
 	ctx := context.Background()
-	api := &RunsAPI{Client: m.client, APIReader: k8s, Clusters: m.clusters}
+	api := &server.RunsAPI{Client: m.client, APIReader: k8s, Clusters: m.clusters}
 	got, err := api.AttemptPod(ctx, run)
 	if err != nil || got == nil || got.Name != pod.Name {
 		t.Fatalf("the runs API's attempt pod: %v (%v), want %s from the worker", got, err, pod.Name)
 	}
-	rd, _, err := api.runReader(ctx, run, k8s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := Diagnose(ctx, rd, nil, run)
+	d, err := api.Diagnosis(ctx, run)
 	if err != nil {
 		t.Fatal(err)
 	}

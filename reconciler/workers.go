@@ -5,7 +5,6 @@ import (
 	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
-	"github.com/taugrid/taugrid/clusters"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
@@ -64,22 +63,4 @@ func resyncFor(run *taugridv1.TauRun) time.Duration {
 		return workerResync
 	}
 	return progressResync
-}
-
-// runReader is what reads a run's cluster for the runs API: local, the
-// given reader and the API's log source; for a run on a worker, its pods,
-// nodes and events (with the manager's) and logs from that worker.
-func (a *RunsAPI) runReader(ctx context.Context, run *taugridv1.TauRun, local client.Reader) (client.Reader, LogSource, error) {
-	cluster := ""
-	if run.Status.Workload != nil {
-		cluster = run.Status.Workload.Cluster
-	}
-	if cluster == "" || a.Clusters == nil {
-		return local, a.Logs, nil
-	}
-	p, err := a.Clusters.PodsOf(ctx, cluster)
-	if err != nil {
-		return nil, nil, err
-	}
-	return clusters.Routed(local, p.Reader), PodLogs{Pods: p.Logs}, nil
 }

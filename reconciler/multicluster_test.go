@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/taugrid/taugrid/test/controlplane"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -270,5 +272,124 @@ func readsTheWorker(t *testing.T, m *runningManager, run *taugridv1.TauRun, work
 		if !found {
 			t.Errorf("the diagnosis shows none of the %s's %d events (it shows %v)", name, len(evs.Items), seen)
 		}
+	}
+}
+
+// clustersYAML declares the fleet's workers for ClusterQueue cq; the small
+// worker also names a ClusterQueue kueue/ does not declare (line 7).
+func clustersYAML(cq, extra string) string {
+	return "clusters:\n" +
+		"- name: large\n" +
+		"  kubeconfig_secret: " + controlplane.KubeconfigSecret("large") + "\n" +
+		"  cluster_queues: [" + cq + "]\n" +
+		"- name: small\n" +
+		"  kubeconfig_secret: " + controlplane.KubeconfigSecret("small") + "\n" +
+		"  cluster_queues: [" + cq + extra + "]\n"
+}
+
+// smallQueue is the small worker's own ClusterQueue cq: no GPUs.
+func smallQueue(cq, flavor string) string {
+	return "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata:\n  name: " + cq + "\nspec:\n  namespaceSelector: {}\n" +
+		"  resourceGroups:\n  - coveredResources: [cpu, memory, nvidia.com/gpu]\n    flavors:\n    - name: " + flavor + "\n      resources:\n" +
+		"      - name: cpu\n        nominalQuota: \"96\"\n      - name: memory\n        nominalQuota: 1024Gi\n      - name: nvidia.com/gpu\n        nominalQuota: 0\n"
+}
+
+// The platform repo declares the workers (clusters.yaml) and the small
+// worker's own ClusterQueue: a commit whose worker lacks the tenant's PVC,
+// or names an undeclared ClusterQueue, is refused with both lines and
+// writes nothing to any worker; once fixed, the platform applies the
+// MultiKueue objects in the manager and the tenant's namespace and queues
+// in each worker, and a pushed run is dispatched to the worker with GPU
+// quota, with no object made by hand but the tenant's data.
+func TestWorkersDeclaredInThePlatformRepoDispatchRuns(t *testing.T) {
+	fl := onFleet(t)
+	f := newRunFixture(t, "mc2")
+	ctx := context.Background()
+	f.plat.r.MultiKueueNamespace = controlplane.KueueNamespace
+	cq, lqKey := "mc2-a", client.ObjectKey{Namespace: f.ns, Name: "runs"}
+	workers := map[string]client.Client{"large": workerClient(t, fl, "large"), "small": workerClient(t, fl, "small")}
+	// What the platform team provisions itself: the tenant's namespace
+	// and its data; the large worker's PVC comes later.
+	for name, w := range workers {
+		create(t, w, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "hf"}})
+		if name == "small" {
+			create(t, w, tenantPVC(f.ns))
+		}
+		if err := fl.Workers[name].AddNodes(ctx, controlplane.GPUNode("mc2-"+name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.plat.repo.write("clusters.yaml", clustersYAML(cq, ", nope"))
+	f.plat.repo.write("kueue/workers/small/queues.yaml", smallQueue(cq, "mc2-h200"))
+	f.plat.repo.commit("dispatch to the fleet")
+	p := f.plat.reconcile(t)
+	stalled := apimeta.FindStatusCondition(p.Status.Conditions, taugridv1.ConditionStalled)
+	for _, want := range []string{
+		"clusters.yaml:2:3: clusters[0]: tenant mc2-a uses PersistentVolumeClaim mc2-a-data, which worker large lacks in namespace mc2-a",
+		`clusters.yaml:7:`, `clusters[1].cluster_queues[1]: ClusterQueue "nope" is not declared in kueue/`,
+	} {
+		if stalled == nil || !strings.Contains(stalled.Message, want) {
+			t.Fatalf("the commit is not refused with %q: %+v", want, stalled)
+		}
+	}
+	for name, w := range workers {
+		if err := w.Get(ctx, lqKey, &kueue.LocalQueue{}); !apierrors.IsNotFound(err) {
+			t.Errorf("worker %s: the refused commit's LocalQueue: %v, want none", name, err)
+		}
+	}
+
+	create(t, workers["large"], tenantPVC(f.ns))
+	f.plat.repo.write("clusters.yaml", clustersYAML(cq, ""))
+	f.plat.repo.commit("fix the fleet")
+	if p = f.plat.reconcile(t); !apimeta.IsStatusConditionTrue(p.Status.Conditions, taugridv1.ConditionReady) || p.Status.Commit != p.Status.LastAttemptedCommit {
+		t.Fatalf("the fixed commit is not applied: %+v", p.Status.Conditions)
+	}
+	for name, w := range workers {
+		wcq := &kueue.ClusterQueue{}
+		if err := w.Get(ctx, lqKey, &kueue.LocalQueue{}); err != nil {
+			t.Errorf("worker %s: the tenant's LocalQueue: %v", name, err)
+		}
+		if err := w.Get(ctx, client.ObjectKey{Name: cq}, wcq); err != nil || wcq.Spec.CohortName != "" || wcq.Spec.AdmissionChecksStrategy != nil {
+			t.Errorf("worker %s: ClusterQueue %s: %v, cohort %q, checks %+v; want it alone, admitting on its own quota", name, cq, err, wcq.Spec.CohortName, wcq.Spec.AdmissionChecksStrategy)
+		}
+	}
+	waitFor(t, 60*time.Second, "the platform's MultiKueue check to reach both workers", func() bool {
+		var ac kueue.AdmissionCheck
+		return k8s.Get(ctx, client.ObjectKey{Name: clusters.CheckName(cq)}, &ac) == nil &&
+			apimeta.IsStatusConditionTrue(ac.Status.Conditions, kueue.AdmissionCheckActive)
+	})
+
+	m := startManagerWith(t, withWorkers)
+	defer m.stop()
+	f.research.runRef("one", "target: default\n")
+	f.poll(t)
+	run := f.runOf(t, "refs/tau/runs/one")
+	waitFor(t, 90*time.Second, "the run to run on a worker", func() bool {
+		run = getRun(t, f.ns, run.Name)
+		return run.Status.Phase == taugridv1.PhaseRunning
+	})
+	if got := run.Status.Workload.Cluster; got != "large" {
+		t.Fatalf("the run runs on cluster %q, want large (the small worker's own ClusterQueue has no GPUs)", got)
+	}
+	var pods corev1.PodList
+	if err := workers["large"].List(ctx, &pods, client.InNamespace(f.ns), client.MatchingLabels{render.LabelRun: run.Name}); err != nil || len(pods.Items) != 1 {
+		t.Fatalf("worker large holds %d pods of the run (%v), want 1", len(pods.Items), err)
+	}
+	exitPodOn(t, workers["large"], &pods.Items[0], 0)
+	waitFor(t, 60*time.Second, "the run to succeed once its pod on the worker exits 0", func() bool {
+		return getRun(t, f.ns, run.Name).Status.Phase == taugridv1.PhaseSucceeded
+	})
+}
+
+// tenantPVC is the example tenant's data volume, as a platform team
+// provisions it in each cluster.
+func tenantPVC(ns string) *corev1.PersistentVolumeClaim {
+	return &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ns + "-data"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes: []corev1.PersistentVolumeAccessMode{corev1.ReadWriteMany},
+			Resources:   corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+		},
 	}
 }

@@ -48,6 +48,10 @@ type PlatformReconciler struct {
 	Policies *PolicyStore
 	Clock    clock.PassiveClock
 	Recorder events.EventRecorder
+	// MultiKueueNamespace is Kueue's namespace in a MultiKueue manager,
+	// holding the workers' kubeconfig Secrets; "": one cluster, and a
+	// policy declaring worker clusters is refused.
+	MultiKueueNamespace string
 }
 
 // +kubebuilder:rbac:groups=taugrid.dev,resources=tauplatforms,verbs=get;list;watch
@@ -170,6 +174,9 @@ func (r *PlatformReconciler) reconcilePolicy(ctx context.Context, p *taugridv1.T
 		return
 	}
 	objs, err := LoadQueues(lp.tree, lp.policy)
+	if err == nil {
+		objs, err = r.dispatch(ctx, p, lp, objs)
+	}
 	if err == nil {
 		err = r.applyQueues(ctx, p, objs)
 	}

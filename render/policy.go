@@ -28,6 +28,9 @@ type Policy struct {
 	Priorities []Priority   `json:"priorities,omitempty"`
 	Limits     PolicyLimits `json:"limits"`
 	Security   Security     `json:"security"`
+	// Clusters are the MultiKueue worker clusters the platform dispatches
+	// to; none: one cluster.
+	Clusters []WorkerCluster `json:"clusters,omitempty"`
 
 	// Digest is "sha256:<hex>" over the policy files read, in name order.
 	Digest string `json:"-"`
@@ -160,6 +163,7 @@ var policyFiles = []struct {
 	{"priorities.yaml", false},
 	{"limits.yaml", false},
 	{"security.yaml", false},
+	{ClustersFile, false},
 }
 
 // LoadPolicy reads and validates the policy files at the root of fsys. Errors
@@ -179,6 +183,9 @@ func LoadPolicy(fsys fs.FS) (*Policy, error) {
 		}{&p.Priorities},
 		"limits.yaml":   &p.Limits,
 		"security.yaml": &p.Security,
+		ClustersFile: &struct {
+			Clusters *[]WorkerCluster `json:"clusters"`
+		}{&p.Clusters},
 	}
 	h := sha256.New()
 	var errs ErrorList
@@ -256,6 +263,7 @@ func (p *Policy) validate(cs map[string]*checker) error {
 	validateImages(cs["images.yaml"], &p.Images)
 	validatePriorities(cs["priorities.yaml"], p.Priorities)
 	validateLimits(cs["limits.yaml"], &p.Limits)
+	validateClusters(cs[ClustersFile], p.Clusters)
 	var errs ErrorList
 	for _, f := range policyFiles {
 		errs = append(errs, cs[f.name].errs...)

@@ -171,7 +171,8 @@ func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 		GitHubAPIURL: forge.DefaultGitHubAPI, AppTokens: &forge.AppTokens{Clock: clk, Metrics: forgeMetrics}, Buckets: &forge.Buckets{}}
 	pulls := &reconciler.PullRequests{Client: c, Git: git, Policies: policies, Forge: forges}
 	steps := []interface{ SetupWithManager(ctrl.Manager) error }{
-		&reconciler.PlatformReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-platform")},
+		&reconciler.PlatformReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-platform"),
+			MultiKueueNamespace: o.multiKueueNamespace},
 		&reconciler.RepositoryReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-repository"),
 			PullRequests: pulls},
 		&reconciler.RunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Files: &reconciler.GitFiles{Client: c, Git: git},

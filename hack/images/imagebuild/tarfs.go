@@ -23,7 +23,11 @@ type entry struct {
 // tree always gives the same bytes.
 type tree map[string]entry
 
+// dir adds a directory; mode is Unix bits, 0o1000 the sticky bit.
 func (t tree) dir(p string, mode fs.FileMode, uid, gid int) {
+	if mode&0o1000 != 0 {
+		mode = mode.Perm() | fs.ModeSticky
+	}
 	t[path.Clean(p)] = entry{mode: fs.ModeDir | mode, uid: uid, gid: gid}
 }
 

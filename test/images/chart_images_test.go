@@ -110,8 +110,14 @@ func serviceAccountDir(t *testing.T, env *controlplane.Env, ns, sa string) strin
 	if err := env.Client.SubResource("token").Create(context.Background(), acct, tr); err != nil {
 		t.Fatal(err)
 	}
+	return tokenDir(t, env, ns, tr.Status.Token)
+}
+
+// tokenDir is a ServiceAccount volume holding token.
+func tokenDir(t *testing.T, env *controlplane.Env, ns, token string) string {
+	t.Helper()
 	dir := emptyDir(t)
-	for name, body := range map[string][]byte{"token": []byte(tr.Status.Token), "ca.crt": env.Config.CAData, "namespace": []byte(ns)} {
+	for name, body := range map[string][]byte{"token": []byte(token), "ca.crt": env.Config.CAData, "namespace": []byte(ns)} {
 		if err := os.WriteFile(filepath.Join(dir, name), body, 0o644); err != nil {
 			t.Fatal(err)
 		}

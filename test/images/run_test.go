@@ -11,6 +11,7 @@ import (
 
 	"fmt"
 	"github.com/taugrid/taugrid/render"
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -95,7 +96,7 @@ func TestTheChartRunsItsOwnImages(t *testing.T) {
 	apply(t, c, r, "TauPlatform")
 	run := reconcileARun(t, tauClient(t, env), gitURL, research, gitEnv)
 	fetchSource(t, p, tauClient(t, env), run)
-	runNodeAgent(t, p, env, r, ports[5])
+	runNodeAgent(t, p, env, tauClient(t, env), r, ports[5])
 	t.Logf("the chart-from-images test took %s", time.Since(start).Round(time.Second))
 }
 
@@ -223,7 +224,61 @@ func fetchSource(t *testing.T, p *podman, c client.Client, run *taugridv1.TauRun
 	}
 }
 
-func runNodeAgent(t *testing.T, p *podman, env *controlplane.Env, r *chart.Rendered, port int) {}
+// runNodeAgent runs the rendered DaemonSet's container on a GPU node with
+// no NVIDIA driver: the agent must say Unknown, never healthy. Its token is
+// bound to a pod on that node, as the kubelet's is, which the chart's
+// admission policy reads to narrow its writes to its own Node.
+func runNodeAgent(t *testing.T, p *podman, env *controlplane.Env, c client.Client, r *chart.Rendered, port int) {
+	t.Helper()
+	ctx := context.Background()
+	apply(t, c, r, "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-node-1", Labels: map[string]string{"nvidia.com/gpu.present": "true"}}}
+	if err := c.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	ds := fromUnstructured[appsv1.DaemonSet](t, r.Find("DaemonSet", "tau-nodeagent"))
+	spec := ds.Spec.Template.Spec
+	spec.NodeName = node.Name
+	agentPod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "tau-nodeagent-test", Namespace: chart.Namespace, Labels: ds.Spec.Template.Labels}, Spec: spec}
+	agentPod.Spec.RuntimeClassName = nil // no RuntimeClass object here; the container runs without NVIDIA's runtime
+	if err := c.Create(ctx, agentPod); err != nil {
+		t.Fatal(err)
+	}
+	sa := "--volume=" + boundServiceAccountDir(t, env, c, agentPod) + ":/var/run/secrets/kubernetes.io/serviceaccount:ro"
+	args := runArgs(t, spec.Containers[0], spec.SecurityContext, pod{env: map[string]string{"spec.nodeName": node.Name}, extra: inCluster(t, env)})
+	p.must(append([]string{"run", "--detach", "--name", "tau-nodeagent", sa}, args...)...)
+	logsOnFailure(t, p, "tau-nodeagent")
+	waitFor(t, 60*time.Second, "the node agent's TauGPUHealthy condition", func() (bool, string) {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(node), node); err != nil {
+			return false, err.Error()
+		}
+		for _, cond := range node.Status.Conditions {
+			if cond.Type == "TauGPUHealthy" {
+				if cond.Status == corev1.ConditionTrue {
+					t.Fatalf("the agent reports a node without NVML healthy: %+v", cond)
+				}
+				return cond.Status == corev1.ConditionUnknown, fmt.Sprintf("%s %s: %s", cond.Status, cond.Reason, cond.Message)
+			}
+		}
+		return false, "no TauGPUHealthy condition"
+	})
+	if ok, status := httpOK(fmt.Sprintf("http://127.0.0.1:%d/healthz", port)); !ok {
+		t.Errorf("the node agent's /healthz: %s", status)
+	}
+}
+
+// boundServiceAccountDir is serviceAccountDir with the token bound to
+// the pod, as the kubelet asks for it.
+func boundServiceAccountDir(t *testing.T, env *controlplane.Env, c client.Client, p *corev1.Pod) string {
+	t.Helper()
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600)),
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID}}}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: p.Spec.ServiceAccountName, Namespace: p.Namespace}}
+	if err := c.SubResource("token").Create(context.Background(), sa, tr); err != nil {
+		t.Fatal(err)
+	}
+	return tokenDir(t, env, p.Namespace, tr.Status.Token)
+}
 
 // tauClient is a system:masters client that knows TauGrid's kinds.
 func tauClient(t *testing.T, env *controlplane.Env) client.Client {

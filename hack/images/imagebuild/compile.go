@@ -51,7 +51,7 @@ func git(ctx context.Context, dir string, args ...string) (string, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+		return "", fmt.Errorf("git %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return string(out), nil
 }
@@ -80,7 +80,7 @@ func compile(ctx context.Context, src Source, s Spec, p Platform, dir string) (*
 	var stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stderr, &stderr
 	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("building %s for %s: %v\n%s", s.Package, p, err, stderr.String())
+		return nil, fmt.Errorf("building %s for %s: %w\n%s", s.Package, p, err, stderr.String())
 	}
 	info, err := buildinfo.ReadFile(out)
 	if err != nil {

@@ -116,7 +116,7 @@ func (h Host) copyright(t tree, pkg string) {
 // missing says which Debian package provides what a build could not read.
 func missing(err error, what, pkg string) error {
 	if errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("%s is missing (%v): apt-get install %s, or run make image-deps", what, err, strings.TrimSpace(pkg))
+		return fmt.Errorf("%s is missing (%w): apt-get install %s, or run make image-deps", what, err, strings.TrimSpace(pkg))
 	}
 	return fmt.Errorf("reading %s: %w", what, err)
 }

@@ -16,7 +16,9 @@ import (
 // on: the researcher's fault or the platform's.
 type FailureClass string
 
-// The failure classes, as tau.yaml's resilience.retry_on names them.
+// The failure classes, as tau.yaml's resilience.retry_on names them
+// (render.FailureClasses; TestTheFailureClassesAreTheOnesRetryOnAccepts
+// ties the two lists: add a class to both).
 const (
 	FailureUserError      FailureClass = "UserError"      // the entrypoint exited non-zero
 	FailureOOMKilled      FailureClass = "OOMKilled"      // a container ran out of memory
@@ -27,9 +29,6 @@ const (
 	FailureTimeout        FailureClass = "Timeout"        // the attempt ran past limits.timeout
 	FailureInfrastructure FailureClass = "Infrastructure" // anything else; the raw reason is kept
 )
-
-// gpuHealthyCondition is the node condition tau-nodeagent owns.
-const gpuHealthyCondition = "TauGPUHealthy"
 
 // FailureEvidence is what the cluster shows about a failed attempt.
 type FailureEvidence struct {
@@ -91,7 +90,7 @@ func gpuFault(e FailureEvidence) (FailureClass, string, bool) {
 			continue
 		}
 		for _, c := range n.Status.Conditions {
-			if string(c.Type) == gpuHealthyCondition && c.Status == corev1.ConditionFalse {
+			if string(c.Type) == taugridv1.ConditionGPUHealthy && c.Status == corev1.ConditionFalse {
 				return FailureGPUFault, fmt.Sprintf("node %s: %s", n.Name, c.Message), true
 			}
 		}

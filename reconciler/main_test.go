@@ -4,12 +4,13 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"github.com/go-logr/logr"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"testing"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/gitsource"
@@ -47,7 +48,7 @@ func runTests(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	gitRoot = filepath.Join(dir, "repos")
-	gitServer = httptest.NewServer(&gittest.HTTPServer{Root: gitRoot})
+	gitServer = httptest.NewServer(outages{next: &gittest.HTTPServer{Root: gitRoot}})
 	defer gitServer.Close()
 	if gitClient, err = gitsource.NewClient(gitsource.Options{CacheDir: filepath.Join(dir, "cache")}); err != nil {
 		fmt.Fprintln(os.Stderr, err)

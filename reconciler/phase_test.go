@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/test/builders"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -14,22 +15,16 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
 
-// Builders for the objects DeriveProgress reads.
+// The objects DeriveProgress reads, from test/builders.
 
-func suspendedJob() *batchv1.Job {
-	return &batchv1.Job{Spec: batchv1.JobSpec{Suspend: ptr.To(true)}}
-}
+func suspendedJob() *batchv1.Job { return builders.MakeJob("job", "team-a").Obj() }
 
 func runningJob() *batchv1.Job {
-	j := &batchv1.Job{Spec: batchv1.JobSpec{Suspend: ptr.To(false)}}
-	j.Status.Active, j.Status.Ready, j.Status.StartTime = 1, ptr.To[int32](1), &metav1.Time{}
-	return j
+	return builders.MakeJob("job", "team-a").Unsuspended().Running().Obj()
 }
 
 func finishedJob(t batchv1.JobConditionType, reason, msg string) *batchv1.Job {
-	j := runningJob()
-	j.Status.Conditions = []batchv1.JobCondition{{Type: t, Status: corev1.ConditionTrue, Reason: reason, Message: msg}}
-	return j
+	return builders.MakeJob("job", "team-a").Unsuspended().Running().Condition(t, reason, msg).Obj()
 }
 
 // runningPod is a pod whose container runs; role is its Ray node type, if any.
@@ -60,9 +55,7 @@ func gpuPod(name, role string) corev1.Pod {
 }
 
 func rayJobWith(workers int32, st rayv1.JobDeploymentStatus) *rayv1.RayJob {
-	return &rayv1.RayJob{Spec: rayv1.RayJobSpec{RayClusterSpec: &rayv1.RayClusterSpec{
-		WorkerGroupSpecs: []rayv1.WorkerGroupSpec{{Replicas: ptr.To(workers)}}}},
-		Status: rayv1.RayJobStatus{JobDeploymentStatus: st}}
+	return builders.MakeRayJob("rj", "team-a", "python train.py").Workers(workers).Status("", st, "").Obj()
 }
 
 func workload(conds ...metav1.Condition) *kueue.Workload {
@@ -134,11 +127,11 @@ func TestDeriveProgress(t *testing.T) {
 				Message: "admitted, not starting: no node fits a Ray worker: 0/4 nodes are available: 1 Insufficient cpu, 1 Insufficient nvidia.com/gpu, 2 Insufficient memory; pod r-w2 needs 8 nvidia.com/gpu, 16 cpu, 128Gi memory"},
 		},
 		"a RayJob whose Ray job succeeded succeeded": {
-			obs:  Observed{RayJob: &rayv1.RayJob{Status: rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusComplete, JobStatus: rayv1.JobStatusSucceeded}}},
+			obs:  Observed{RayJob: builders.MakeRayJob("rj", "team-a", "python train.py").Status(rayv1.JobStatusSucceeded, rayv1.JobDeploymentStatusComplete, "").Obj()},
 			want: Progress{Phase: taugridv1.PhaseSucceeded, Message: "succeeded", Admitted: true},
 		},
 		"a RayJob whose Ray job failed failed with Ray's message": {
-			obs:  Observed{RayJob: &rayv1.RayJob{Status: rayv1.RayJobStatus{JobDeploymentStatus: rayv1.JobDeploymentStatusComplete, JobStatus: rayv1.JobStatusFailed, Message: "exit code 1"}}},
+			obs:  Observed{RayJob: builders.MakeRayJob("rj", "team-a", "python train.py").Status(rayv1.JobStatusFailed, rayv1.JobDeploymentStatusComplete, "exit code 1").Obj()},
 			want: Progress{Phase: taugridv1.PhaseFailed, Message: "Ray job failed: exit code 1", Admitted: true},
 		},
 	}

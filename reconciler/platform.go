@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -27,11 +28,7 @@ import (
 
 // Labels and names for what the platform reconciler owns.
 const (
-	LabelPlatform        = "taugrid.dev/platform"
 	PlatformFieldManager = "taugrid-platform"
-	// AnnotationNudge is set by webhook intake to ask for a poll now; its
-	// value changes with every nudge.
-	AnnotationNudge = "taugrid.dev/nudged-at"
 )
 
 // Reasons of TauPlatform conditions and events.
@@ -60,7 +57,7 @@ type PlatformReconciler struct {
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=resourceflavors;workloadpriorityclasses;cohorts;clusterqueues;localqueues,verbs=get;list;watch;create;patch;delete
 
 // Reconcile polls the platform repo and applies a new good commit.
-func (r *PlatformReconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, err error) {
+func (r *PlatformReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	p := &taugridv1.TauPlatform{}
 	if err := r.Get(ctx, req.NamespacedName, p); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -69,20 +66,29 @@ func (r *PlatformReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 		return reconcile.Result{}, nil
 	}
 	base := p.DeepCopy()
-	defer func() {
+	err := r.reconcile(ctx, p)
+	if handled(err) {
 		p.Status.ObservedGeneration = p.Generation
-		if !equality.Semantic.DeepEqual(base.Status, p.Status) {
-			if perr := r.Status().Patch(ctx, p, client.MergeFrom(base)); perr != nil && err == nil {
-				err = perr
-			}
-		}
-	}()
-	commit, err := r.reconcileSource(ctx, p)
-	if err != nil || commit == "" {
-		return r.requeue(p), err
 	}
-	r.reconcilePolicy(ctx, p, commit)
-	return r.requeue(p), nil
+	if !equality.Semantic.DeepEqual(base.Status, p.Status) {
+		if perr := r.Status().Patch(ctx, p, client.MergeFrom(base)); perr != nil {
+			return reconcile.Result{}, perr
+		}
+	}
+	return finish(r.requeue(p), err)
+}
+
+// reconcile reads the platform ref and gives the verdict on its commit.
+func (r *PlatformReconciler) reconcile(ctx context.Context, p *taugridv1.TauPlatform) error {
+	commit, err := r.reconcileSource(ctx, p)
+	if err != nil {
+		return err
+	}
+	// Once the source reads again, what it said when it could not is
+	// stale: the commit's verdict is given again, in full.
+	again := r.sourceRecovered(p)
+	r.reconcilePolicy(ctx, p, commit, again)
+	return nil
 }
 
 // requeue polls again after the interval, with up to 10% jitter so that
@@ -99,12 +105,16 @@ func jitter(d time.Duration) time.Duration {
 }
 
 // reconcileSource finds the commit the platform ref points at. Sets
-// Stalled (RefNotFound) or Ready=False (GitUnavailable) when it cannot.
+// Stalled (a missing Secret, RefNotFound) or Ready=False (GitUnavailable)
+// when it cannot; a Secret it cannot read now is a transient error.
 func (r *PlatformReconciler) reconcileSource(ctx context.Context, p *taugridv1.TauPlatform) (string, error) {
-	remote, err := remoteFor(ctx, r.Client, r.Policies.Namespace, p.Spec.GitSource)
-	if err != nil {
+	remote, err := gitsource.RemoteFor(ctx, r.Client, r.Policies.Namespace, p.Spec.GitSource)
+	if errors.Is(err, gitsource.ErrMissingSecret) {
 		r.setCondition(p, taugridv1.ConditionStalled, metav1.ConditionTrue, ReasonGitUnavailable, err.Error())
-		return "", nil
+		return "", terminal(err)
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading the platform's git credentials: %w", err)
 	}
 	refs, err := r.Git.ListRefs(ctx, remote)
 	now := metav1.NewTime(r.Clock.Now())
@@ -114,22 +124,43 @@ func (r *PlatformReconciler) reconcileSource(ctx context.Context, p *taugridv1.T
 		if gitsource.Transient(err) {
 			return "", err
 		}
-		return "", nil
+		return "", terminal(err)
 	}
 	ref := refName(p.Spec.Ref)
 	head, ok := refs[ref]
 	if !ok {
-		r.setCondition(p, taugridv1.ConditionStalled, metav1.ConditionTrue, ReasonRefNotFound, fmt.Sprintf("%s not found in %s", ref, p.Spec.URL))
-		return "", nil
+		msg := fmt.Sprintf("%s not found in %s", ref, p.Spec.URL)
+		r.setCondition(p, taugridv1.ConditionStalled, metav1.ConditionTrue, ReasonRefNotFound, msg)
+		return "", terminal(errors.New(msg))
 	}
 	return head.Commit(), nil
+}
+
+// sourceRecovered drops the conditions reconcileSource set when it could
+// not read the source, now that it can, and says whether there were any.
+// A policy in force is Ready again; the commit's verdict is given anew.
+func (r *PlatformReconciler) sourceRecovered(p *taugridv1.TauPlatform) bool {
+	recovered := false
+	if s := apimeta.FindStatusCondition(p.Status.Conditions, taugridv1.ConditionStalled); s != nil && s.Reason != ReasonInvalidPolicy {
+		apimeta.RemoveStatusCondition(&p.Status.Conditions, taugridv1.ConditionStalled)
+		recovered = true
+	}
+	if c := apimeta.FindStatusCondition(p.Status.Conditions, taugridv1.ConditionReady); c != nil && c.Reason == ReasonGitUnavailable {
+		if p.Status.Commit != "" {
+			r.setCondition(p, taugridv1.ConditionReady, metav1.ConditionTrue, ReasonPolicyApplied, "policy at "+short(p.Status.Commit)+" in force")
+		}
+		recovered = true
+	}
+	return recovered
 }
 
 // reconcilePolicy validates the policy at commit and applies its queues.
 // An invalid commit sets Stalled (InvalidPolicy) with file, line and field,
 // and leaves the last good commit in force. Sets Ready on success.
-func (r *PlatformReconciler) reconcilePolicy(ctx context.Context, p *taugridv1.TauPlatform, commit string) {
-	if commit == p.Status.LastAttemptedCommit && p.Status.ObservedGeneration == p.Generation {
+// again gives the verdict even when the commit and the generation are the
+// ones already judged.
+func (r *PlatformReconciler) reconcilePolicy(ctx context.Context, p *taugridv1.TauPlatform, commit string, again bool) {
+	if !again && commit == p.Status.LastAttemptedCommit && p.Status.ObservedGeneration == p.Generation {
 		return // nothing new; the last verdict stands
 	}
 	p.Status.LastAttemptedCommit = commit
@@ -187,7 +218,7 @@ func (r *PlatformReconciler) applyQueues(ctx context.Context, p *taugridv1.TauPl
 		if labels == nil {
 			labels = map[string]string{}
 		}
-		labels[LabelPlatform] = p.Name
+		labels[taugridv1.LabelPlatform] = p.Name
 		labels[render.LabelManagedBy] = render.ManagedBy
 		u.SetLabels(labels)
 		if u.GetKind() == "Namespace" {
@@ -234,7 +265,7 @@ func (r *PlatformReconciler) checkOwner(ctx context.Context, u *unstructured.Uns
 	if err != nil {
 		return err
 	}
-	if owner := cur.GetLabels()[LabelPlatform]; owner != "" && owner != u.GetLabels()[LabelPlatform] {
+	if owner := cur.GetLabels()[taugridv1.LabelPlatform]; owner != "" && owner != u.GetLabels()[taugridv1.LabelPlatform] {
 		return fmt.Errorf("%s %s is managed by TauPlatform %s", u.GetKind(), qualifiedName(u), owner)
 	}
 	return nil
@@ -260,7 +291,7 @@ func (r *PlatformReconciler) prune(ctx context.Context, p *taugridv1.TauPlatform
 		}
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := r.List(ctx, list, client.MatchingLabels{LabelPlatform: p.Name}); err != nil {
+		if err := r.List(ctx, list, client.MatchingLabels{taugridv1.LabelPlatform: p.Name}); err != nil {
 			if apimeta.IsNoMatchError(err) {
 				continue
 			}

@@ -11,6 +11,7 @@ import (
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/gitsource"
 	"github.com/taugrid/taugrid/render"
+	"github.com/taugrid/taugrid/runs"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -60,7 +61,7 @@ type RepositoryReconciler struct {
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
 // Reconcile polls the repository once and requeues after its interval.
-func (r *RepositoryReconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, err error) {
+func (r *RepositoryReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	repo := &taugridv1.TauRepository{}
 	if err := r.Get(ctx, req.NamespacedName, repo); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -69,63 +70,70 @@ func (r *RepositoryReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 		return reconcile.Result{}, nil
 	}
 	base := repo.DeepCopy()
-	defer func() {
+	err := r.reconcile(ctx, repo)
+	if handled(err) {
+		// A poll that failed half way leaves the generation to do again:
+		// the next one still takes a newly watched branch as history.
 		repo.Status.ObservedGeneration = repo.Generation
-		repo.Status.LastHandledNudge = repo.Annotations[AnnotationNudge]
-		if !equality.Semantic.DeepEqual(base.Status, repo.Status) {
-			if perr := r.Status().Patch(ctx, repo, client.MergeFrom(base)); perr != nil && err == nil {
-				err = perr
-			}
+	}
+	repo.Status.LastHandledNudge = repo.Annotations[taugridv1.AnnotationNudge]
+	if !equality.Semantic.DeepEqual(base.Status, repo.Status) {
+		if perr := r.Status().Patch(ctx, repo, client.MergeFrom(base)); perr != nil {
+			return reconcile.Result{}, perr
 		}
-	}()
+	}
+	return finish(reconcile.Result{RequeueAfter: jitter(repo.Spec.Interval.Duration)}, err)
+}
+
+// reconcile publishes the webhook path, checks access, polls, and
+// validates pull requests.
+func (r *RepositoryReconciler) reconcile(ctx context.Context, repo *taugridv1.TauRepository) error {
 	if err := r.reconcileWebhook(ctx, repo); err != nil {
-		return reconcile.Result{}, err
+		return err
 	}
-	remote, ok, err := r.reconcileAccess(ctx, repo)
-	if !ok || err != nil {
-		return reconcile.Result{RequeueAfter: jitter(repo.Spec.Interval.Duration)}, err
+	remote, err := r.reconcileAccess(ctx, repo)
+	if err != nil {
+		return err
 	}
-	if err := r.reconcilePoll(ctx, repo, remote); err != nil {
-		return reconcile.Result{}, err
+	err = r.reconcilePoll(ctx, repo, remote)
+	if !handled(err) {
+		return err
 	}
 	if r.PullRequests != nil && repo.Spec.Forge != nil {
-		if err := r.PullRequests.reconcilePullRequests(ctx, repo, remote); err != nil {
-			r.Recorder.Eventf(repo, nil, corev1.EventTypeWarning, ReasonValidateFailed, "Validate", "validating pull requests: %v", err)
+		if perr := r.PullRequests.reconcilePullRequests(ctx, repo, remote); perr != nil {
+			r.Recorder.Eventf(repo, nil, corev1.EventTypeWarning, ReasonValidateFailed, "Validate", "validating pull requests: %v", perr)
 		}
 	}
-	return reconcile.Result{RequeueAfter: jitter(repo.Spec.Interval.Duration)}, nil
+	return err
 }
 
 // reconcileAccess checks that the tenant may register this URL and reads
-// its credentials. Sets Stalled when a human must act.
-func (r *RepositoryReconciler) reconcileAccess(ctx context.Context, repo *taugridv1.TauRepository) (gitsource.Remote, bool, error) {
+// its credentials. Sets Stalled (a terminal error) when a human must act,
+// and waits while the platform has no policy yet.
+func (r *RepositoryReconciler) reconcileAccess(ctx context.Context, repo *taugridv1.TauRepository) (gitsource.Remote, error) {
 	pol, _, err := r.Policies.Policy(ctx, repo.Spec.Platform)
 	if errors.Is(err, errNoPolicyYet) || apierrors.IsNotFound(err) {
 		r.setCondition(repo, taugridv1.ConditionReady, metav1.ConditionFalse, ReasonWaitingPolicy, err.Error())
-		return gitsource.Remote{}, false, nil
+		return gitsource.Remote{}, waiting(jitter(repo.Spec.Interval.Duration), err)
 	}
 	if err != nil {
-		return gitsource.Remote{}, false, err
+		return gitsource.Remote{}, err
 	}
 	tenant := pol.TenantForNamespace(repo.Namespace)
 	switch {
 	case tenant == nil:
-		r.stall(repo, ReasonNotAllowed, fmt.Sprintf("namespace %s belongs to no tenant of platform %s", repo.Namespace, repo.Spec.Platform))
-		return gitsource.Remote{}, false, nil
+		return gitsource.Remote{}, r.stall(repo, ReasonNotAllowed, fmt.Sprintf("namespace %s belongs to no tenant of platform %s", repo.Namespace, repo.Spec.Platform))
 	case !tenant.AllowsRepository(repo.Spec.URL):
-		r.stall(repo, ReasonNotAllowed, fmt.Sprintf("tenant %s may not register %s; its policy allows %v", tenant.Name, repo.Spec.URL, tenant.Repositories))
-		return gitsource.Remote{}, false, nil
+		return gitsource.Remote{}, r.stall(repo, ReasonNotAllowed, fmt.Sprintf("tenant %s may not register %s; its policy allows %v", tenant.Name, repo.Spec.URL, tenant.Repositories))
 	}
 	if err := triggersOf(repo).Validate(); err != nil {
-		r.stall(repo, ReasonInvalidTrigger, err.Error())
-		return gitsource.Remote{}, false, nil
+		return gitsource.Remote{}, r.stall(repo, ReasonInvalidTrigger, err.Error())
 	}
-	remote, err := remoteFor(ctx, r.Client, repo.Namespace, repo.Spec.GitSource)
-	if errors.Is(err, errMissingSecret) {
-		r.stall(repo, ReasonMissingSecret, err.Error())
-		return gitsource.Remote{}, false, nil
+	remote, err := gitsource.RemoteFor(ctx, r.Client, repo.Namespace, repo.Spec.GitSource)
+	if errors.Is(err, gitsource.ErrMissingSecret) {
+		return gitsource.Remote{}, r.stall(repo, ReasonMissingSecret, err.Error())
 	}
-	return remote, err == nil, err
+	return remote, err
 }
 
 func triggersOf(repo *taugridv1.TauRepository) gitsource.Triggers {
@@ -222,13 +230,13 @@ func observedRefs(refs gitsource.RefSet) []taugridv1.ObservedRef {
 }
 
 // gitFailed reports a failed poll: transient failures are retried with
-// backoff, others wait for the next interval.
+// backoff, others (terminal) wait for the next interval.
 func (r *RepositoryReconciler) gitFailed(repo *taugridv1.TauRepository, err error) error {
 	r.setCondition(repo, taugridv1.ConditionReady, metav1.ConditionFalse, ReasonGitUnavailable, err.Error())
 	if gitsource.Transient(err) {
 		return err
 	}
-	return nil
+	return terminal(err)
 }
 
 // handle creates the run an event requests, or cancels the runs of a
@@ -264,13 +272,13 @@ func newRun(repo *taugridv1.TauRepository, ev gitsource.Event) *taugridv1.TauRun
 	}
 	return &taugridv1.TauRun{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      RunName(repo.Name, ev.Ref, ev.Commit, target),
+			Name:      runs.RunName(repo.Name, ev.Ref, ev.Commit, target),
 			Namespace: repo.Namespace,
 			Labels: map[string]string{
 				render.LabelRepository: repo.Name,
 				render.LabelManagedBy:  render.ManagedBy,
-				LabelRefHash:           RefHash(ev.Ref),
-				LabelCommit:            ev.Commit,
+				taugridv1.LabelRefHash: runs.RefHash(ev.Ref),
+				taugridv1.LabelCommit:  ev.Commit,
 			},
 		},
 		Spec: taugridv1.TauRunSpec{
@@ -285,13 +293,13 @@ func newRun(repo *taugridv1.TauRepository, ev gitsource.Event) *taugridv1.TauRun
 
 // cancelRuns marks every unfinished run of a deleted ref for cancellation.
 func (r *RepositoryReconciler) cancelRuns(ctx context.Context, repo *taugridv1.TauRepository, ev gitsource.Event) error {
-	var runs taugridv1.TauRunList
-	if err := r.List(ctx, &runs, client.InNamespace(repo.Namespace), client.MatchingLabels{
-		render.LabelRepository: repo.Name, LabelRefHash: RefHash(ev.Ref), LabelCommit: ev.Commit}); err != nil {
+	var list taugridv1.TauRunList
+	if err := r.List(ctx, &list, client.InNamespace(repo.Namespace), client.MatchingLabels{
+		render.LabelRepository: repo.Name, taugridv1.LabelRefHash: runs.RefHash(ev.Ref), taugridv1.LabelCommit: ev.Commit}); err != nil {
 		return err
 	}
-	for i := range runs.Items {
-		run := &runs.Items[i]
+	for i := range list.Items {
+		run := &list.Items[i]
 		if run.Spec.Cancel || run.Status.Phase.Final() {
 			continue
 		}
@@ -305,9 +313,10 @@ func (r *RepositoryReconciler) cancelRuns(ctx context.Context, repo *taugridv1.T
 	return nil
 }
 
-func (r *RepositoryReconciler) stall(repo *taugridv1.TauRepository, reason, msg string) {
+func (r *RepositoryReconciler) stall(repo *taugridv1.TauRepository, reason, msg string) error {
 	r.setCondition(repo, taugridv1.ConditionStalled, metav1.ConditionTrue, reason, msg)
 	r.setCondition(repo, taugridv1.ConditionReady, metav1.ConditionFalse, reason, msg)
+	return terminal(errors.New(msg))
 }
 
 func (r *RepositoryReconciler) setCondition(repo *taugridv1.TauRepository, t string, s metav1.ConditionStatus, reason, msg string) {

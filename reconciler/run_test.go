@@ -40,11 +40,7 @@ type runFixture struct {
 func newRunFixture(t testing.TB, prefix string) *runFixture {
 	t.Helper()
 	integration(t)
-	platformDir := renamedCopy(t, "../examples/platform", map[string]string{
-		"team-a": prefix + "-a", "team-b": prefix + "-b", "tau-low": prefix + "-low", "tau-normal": prefix + "-normal",
-		"tau-high": prefix + "-high", "name: h200\n": "name: " + prefix + "-h200\n", "cohortName: research": "cohortName: " + prefix,
-	})
-	plat := newPlatformFrom(t, platformDir)
+	plat := newPlatformFrom(t, renamedPlatform(t, prefix))
 	if p := plat.reconcile(t); !apimeta.IsStatusConditionTrue(p.Status.Conditions, taugridv1.ConditionReady) {
 		t.Fatalf("platform not ready: %+v", p.Status.Conditions)
 	}
@@ -66,6 +62,16 @@ func newRunFixture(t testing.TB, prefix string) *runFixture {
 	}
 	f.poll(t) // the first poll records what is already there
 	return f
+}
+
+// renamedPlatform is the example platform repo with its cluster-scoped
+// names (tenants, priority classes, flavor, cohort) prefixed, so tests
+// that apply it do not share objects.
+func renamedPlatform(t testing.TB, prefix string) string {
+	return renamedCopy(t, "../examples/platform", map[string]string{
+		"team-a": prefix + "-a", "team-b": prefix + "-b", "tau-low": prefix + "-low", "tau-normal": prefix + "-normal",
+		"tau-high": prefix + "-high", "name: h200\n": "name: " + prefix + "-h200\n", "cohortName: research": "cohortName: " + prefix,
+	})
 }
 
 func (f *runFixture) poll(t testing.TB) {
@@ -338,7 +344,7 @@ func TestAGPUFaultIsRetriedOffTheFaultyNodeAndAUserErrorIsNot(t *testing.T) {
 	if err := k8s.Create(ctx, bad); err != nil {
 		t.Fatal(err)
 	}
-	bad.Status.Conditions = []corev1.NodeCondition{{Type: gpuHealthyCondition, Status: corev1.ConditionFalse, Reason: "XID", Message: "GPU 2: XID 79"}}
+	bad.Status.Conditions = []corev1.NodeCondition{{Type: taugridv1.ConditionGPUHealthy, Status: corev1.ConditionFalse, Reason: "XID", Message: "GPU 2: XID 79"}}
 	if err := k8s.Status().Update(ctx, bad); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,8 @@ import (
 	"github.com/taugrid/taugrid/gitsource"
 	"github.com/taugrid/taugrid/reconciler"
 	"github.com/taugrid/taugrid/reconciler/forge"
+	"github.com/taugrid/taugrid/runs"
+	"github.com/taugrid/taugrid/server"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -42,6 +44,10 @@ type options struct {
 	janitorIdle, janitorEvery                                time.Duration
 }
 
+// defaultNamespace is the controller's namespace outside the chart (which
+// sets POD_NAMESPACE): the one its RBAC markers name, and the docs install to.
+const defaultNamespace = "taugrid-system"
+
 func main() {
 	var o options
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics address; 0 disables")
@@ -52,9 +58,9 @@ func main() {
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles")
 	flag.Float64Var(&o.qps, "kube-api-qps", 100, "sustained requests per second to the API server")
 	flag.IntVar(&o.burst, "kube-api-burst", 200, "request burst to the API server")
-	flag.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", "tau-system"), "namespace holding TauPlatform Secrets")
+	flag.StringVar(&o.namespace, "namespace", envOr("POD_NAMESPACE", defaultNamespace), "namespace holding TauPlatform Secrets")
 	flag.StringVar(&o.cacheDir, "cache-dir", "/var/cache/taugrid", "git object and source archive cache")
-	flag.StringVar(&o.sourceURL, "source-url", "http://tau-controller.tau-system.svc:9090", "URL at which run pods reach the source server")
+	flag.StringVar(&o.sourceURL, "source-url", "http://tau-controller."+defaultNamespace+".svc:9090", "URL at which run pods reach the source server")
 	flag.StringVar(&o.fetchImage, "fetch-image", "ghcr.io/taugrid/tau:v0.1.0", "image of the source fetch init container")
 	evidenceFlags(flag.CommandLine, &o.evidence)
 	flag.StringVar(&o.janitor, "janitor", "release", "quota held for nothing (orphaned or idle reservations, RayJobs KubeRay refused, pods stuck on lost nodes): release, report or off")
@@ -107,8 +113,8 @@ func run(ctx context.Context, o options) error {
 	}
 	// One source server: the run reconciler builds archives, the HTTP
 	// server hands them to pods.
-	sources := &reconciler.Sources{Client: mgr.GetClient(), Git: git, BaseURL: o.sourceURL, FetchImage: o.fetchImage,
-		Reviewer: reconciler.KubeTokenReviewer{Client: mgr.GetClient()}, APIReader: mgr.GetAPIReader()}
+	sources := &server.Sources{Client: mgr.GetClient(), Git: git, BaseURL: o.sourceURL, FetchImage: o.fetchImage,
+		Reviewer: server.KubeTokenReviewer{Client: mgr.GetClient()}, APIReader: mgr.GetAPIReader()}
 	policies := &reconciler.PolicyStore{Client: mgr.GetClient(), Git: git, Namespace: o.namespace}
 	ev, err := setupEvidence(mgr, cfg, git, sources, policies, o)
 	if err != nil {
@@ -139,14 +145,14 @@ func run(ctx context.Context, o options) error {
 	return mgr.Start(ctx)
 }
 
-func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.Client, sources *reconciler.Sources, policies *reconciler.PolicyStore,
+func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.Client, sources *server.Sources, policies *reconciler.PolicyStore,
 	ev *reconciler.EvidenceRecorder, o options) error {
 	c := mgr.GetClient()
 	clk := clock.RealClock{}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, reconciler.IndexRepositoryURL, reconciler.RepositoryURL); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, server.IndexRepositoryURL, server.RepositoryURL); err != nil {
 		return err
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, reconciler.IndexWebhookPath, reconciler.WebhookPathOf); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, server.IndexWebhookPath, server.WebhookPathOf); err != nil {
 		return err
 	}
 	forgeMetrics, err := forge.NewMetrics(crmetrics.Registry)
@@ -201,27 +207,27 @@ func setupJanitor(mgr manager.Manager, o options) error {
 
 // setupServers adds the webhook receiver and the source archive server as
 // manager runnables, so they start and stop with it.
-func setupServers(mgr manager.Manager, sources *reconciler.Sources, clientset kubernetes.Interface, o options) error {
+func setupServers(mgr manager.Manager, sources *server.Sources, clientset kubernetes.Interface, o options) error {
 	c := mgr.GetClient()
-	webhookMetrics, err := reconciler.NewWebhookMetrics(crmetrics.Registry)
+	webhookMetrics, err := server.NewWebhookMetrics(crmetrics.Registry)
 	if err != nil {
 		return err
 	}
-	nudger := &reconciler.AnnotationNudger{Client: c, Clock: clock.RealClock{}}
+	nudger := &server.AnnotationNudger{Client: c, Clock: clock.RealClock{}}
 	hooks := http.NewServeMux()
-	hooks.Handle("POST "+reconciler.WebhookPathPrefix+"{id}", webhookMetrics.Wrap(gitsource.NewWebhookHandler(
-		&reconciler.WebhookReceivers{Client: c, Forge: gitsource.ForgeGitHub}, nudger,
+	hooks.Handle("POST "+taugridv1.WebhookPathPrefix+"{id}", webhookMetrics.Wrap(gitsource.NewWebhookHandler(
+		&server.WebhookReceivers{Client: c, Forge: gitsource.ForgeGitHub}, nudger,
 		gitsource.WebhookOptions{Log: ctrl.Log.WithName("webhook")})))
 	servers := []*http.Server{
 		gitsource.NewWebhookServer(o.webhookAddr, hooks),
-		reconciler.NewServer(o.sourceAddr, sources), // archives stream: each write has its own deadline
+		server.NewServer(o.sourceAddr, sources), // archives stream: each write has its own deadline
 	}
 	if o.apiAddr != "0" {
-		api := &reconciler.RunsAPI{Client: c, APIReader: mgr.GetAPIReader(), Logs: reconciler.PodLogs{Pods: clientset.CoreV1()},
-			Tokens: &reconciler.Tokens{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Clock: clock.RealClock{}}, Nudger: nudger}
+		api := &server.RunsAPI{Client: c, APIReader: mgr.GetAPIReader(), Logs: runs.PodLogs{Pods: clientset.CoreV1()}, Log: mgr.GetLogger().WithName("runs-api"),
+			Tokens: &server.Tokens{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Clock: clock.RealClock{}}, Nudger: nudger}
 		// Followed logs stream for as long as the pod runs: each write has
 		// its own deadline, and a token follows only so many at once.
-		servers = append(servers, reconciler.NewServer(o.apiAddr, api.Handler()))
+		servers = append(servers, server.NewServer(o.apiAddr, api.Handler()))
 	}
 	for _, s := range servers {
 		if err := mgr.Add(httpRunnable{s}); err != nil {

@@ -1,4 +1,4 @@
-package reconciler
+package server
 
 import (
 	"cmp"
@@ -14,8 +14,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
-	"github.com/taugrid/taugrid/render"
+	"github.com/taugrid/taugrid/runs"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,9 +31,6 @@ import (
 // Tenant API tokens are Secrets in the controller's namespace with this
 // label; each holds a token and the namespace it reads.
 const (
-	LabelAPIToken     = "taugrid.dev/api-token"
-	APITokenKey       = "token"
-	APINamespaceKey   = "namespace"
 	apiTokenCacheTime = 10 * time.Second
 	apiMaxLogTail     = 10000
 	// DefaultMaxFollows is how many logs one token may follow at once.
@@ -82,12 +80,12 @@ func (t *Tokens) load(ctx context.Context) ([]apiToken, error) {
 		return t.tokens, nil
 	}
 	var secrets corev1.SecretList
-	if err := t.Reader.List(ctx, &secrets, client.InNamespace(t.Namespace), client.MatchingLabels{LabelAPIToken: "true"}); err != nil {
+	if err := t.Reader.List(ctx, &secrets, client.InNamespace(t.Namespace), client.MatchingLabels{taugridv1.LabelAPIToken: "true"}); err != nil {
 		return nil, fmt.Errorf("reading API tokens: %w", err)
 	}
 	tokens := []apiToken{}
 	for _, s := range secrets.Items {
-		tok, ns := s.Data[APITokenKey], string(s.Data[APINamespaceKey])
+		tok, ns := s.Data[taugridv1.APITokenKey], string(s.Data[taugridv1.APINamespaceKey])
 		if len(tok) == 0 || ns == "" {
 			continue
 		}
@@ -119,9 +117,12 @@ type RunsAPI struct {
 	// APIReader reads Secrets and events around it.
 	Client    client.Reader
 	APIReader client.Reader
-	Logs      LogSource
+	Logs      runs.LogSource
 	Tokens    *Tokens
 	Nudger    RepositoryNudger
+	// Log records why a request failed on the controller's side (5xx);
+	// the zero Logger discards.
+	Log logr.Logger
 	// MaxFollows bounds the logs one token follows at once (each holds a
 	// stream from the API server); 0 means DefaultMaxFollows.
 	MaxFollows int
@@ -169,18 +170,10 @@ func (a *RunsAPI) Handler() http.Handler {
 	return mux
 }
 
-// Identity is what GET /api/v1/whoami answers: the namespace (the team)
-// the request's token reads, so a CLI with only a URL and a token needs no
-// -n.
-type Identity struct {
-	SchemaVersion int    `json:"schema_version"`
-	Namespace     string `json:"namespace"`
-}
-
 // whoami names the namespace of the request's token.
 func (a *RunsAPI) whoami(w http.ResponseWriter, r *http.Request) {
 	if ns, ok := a.authenticate(w, r); ok {
-		writeJSON(w, Identity{SchemaVersion: 1, Namespace: ns})
+		writeJSON(w, runs.Identity{SchemaVersion: 1, Namespace: ns})
 	}
 }
 
@@ -195,7 +188,7 @@ func (a *RunsAPI) authenticate(w http.ResponseWriter, r *http.Request) (string, 
 	ns, err := a.Tokens.NamespaceOf(r.Context(), strings.TrimSpace(token))
 	switch {
 	case err != nil:
-		apiError(w, http.StatusServiceUnavailable, "cannot check tokens now; try again")
+		a.failed(w, r, http.StatusServiceUnavailable, "cannot check tokens now; try again", err)
 	case ns == "":
 		apiError(w, http.StatusUnauthorized, "invalid token")
 	default:
@@ -221,10 +214,10 @@ func (a *RunsAPI) tenant(h func(http.ResponseWriter, *http.Request, string)) htt
 func (a *RunsAPI) list(w http.ResponseWriter, r *http.Request, ns string) {
 	var list taugridv1.TauRunList
 	if err := a.Client.List(r.Context(), &list, client.InNamespace(ns)); err != nil {
-		apiError(w, http.StatusInternalServerError, "listing runs failed")
+		a.failed(w, r, http.StatusInternalServerError, "listing runs failed", err)
 		return
 	}
-	SortNewestFirst(list.Items)
+	runs.SortNewestFirst(list.Items)
 	for i := range list.Items {
 		list.Items[i].ManagedFields = nil
 	}
@@ -232,13 +225,13 @@ func (a *RunsAPI) list(w http.ResponseWriter, r *http.Request, ns string) {
 }
 
 func (a *RunsAPI) find(w http.ResponseWriter, r *http.Request, ns string) *taugridv1.TauRun {
-	run, err := FindRun(r.Context(), a.Client, ns, r.PathValue("run"))
-	var none *ErrNoRun
+	run, err := runs.FindRun(r.Context(), a.Client, ns, r.PathValue("run"))
+	var none *runs.ErrNoRun
 	switch {
 	case errors.As(err, &none):
 		apiError(w, http.StatusNotFound, err.Error())
 	case err != nil:
-		apiError(w, http.StatusInternalServerError, "reading the run failed")
+		a.failed(w, r, http.StatusInternalServerError, "reading the run failed", err)
 	}
 	if err != nil {
 		return nil
@@ -248,9 +241,9 @@ func (a *RunsAPI) find(w http.ResponseWriter, r *http.Request, ns string) *taugr
 }
 
 func (a *RunsAPI) queue(w http.ResponseWriter, r *http.Request, ns string) {
-	rep, err := ReportQueue(r.Context(), a.Client, ns)
+	rep, err := runs.ReportQueue(r.Context(), a.Client, ns)
 	if err != nil {
-		apiError(w, http.StatusInternalServerError, "reading the queues failed")
+		a.failed(w, r, http.StatusInternalServerError, "reading the queues failed", err)
 		return
 	}
 	writeJSON(w, rep)
@@ -267,9 +260,9 @@ func (a *RunsAPI) diagnosis(w http.ResponseWriter, r *http.Request, ns string) {
 	if run == nil {
 		return
 	}
-	d, err := Diagnose(r.Context(), a.reader(), a.Logs, run)
+	d, err := runs.Diagnose(r.Context(), a.reader(), a.Logs, run)
 	if err != nil {
-		apiError(w, http.StatusInternalServerError, "diagnosing the run failed")
+		a.failed(w, r, http.StatusInternalServerError, "diagnosing the run failed", err)
 		return
 	}
 	writeJSON(w, d)
@@ -290,9 +283,9 @@ func (a *RunsAPI) logs(w http.ResponseWriter, r *http.Request, ns string) {
 	if run == nil {
 		return
 	}
-	pod, err := a.AttemptPod(r.Context(), run)
+	pod, err := runs.AttemptPod(r.Context(), a.Client, run)
 	if err != nil {
-		apiError(w, http.StatusInternalServerError, "listing the run's pods failed")
+		a.failed(w, r, http.StatusInternalServerError, "listing the run's pods failed", err)
 		return
 	}
 	if pod == nil {
@@ -315,20 +308,20 @@ func (a *RunsAPI) logs(w http.ResponseWriter, r *http.Request, ns string) {
 		}
 		defer release()
 	}
-	mask, err := SecretMasker(r.Context(), a.reader(), ns, []corev1.Pod{*pod})
+	mask, err := runs.SecretMasker(r.Context(), a.reader(), ns, []corev1.Pod{*pod})
 	if err != nil {
-		apiError(w, http.StatusInternalServerError, "reading the run's secrets failed")
+		a.failed(w, r, http.StatusInternalServerError, "reading the run's secrets failed", err)
 		return
 	}
 	rc, err := a.Logs.Logs(r.Context(), ns, pod.Name, opts)
 	if err != nil {
-		apiError(w, http.StatusBadGateway, "the pod's log is not available: "+mask.Mask(err.Error()))
+		a.failed(w, r, http.StatusBadGateway, "the pod's log is not available: "+mask.Mask(err.Error()), errors.New(mask.Mask(err.Error())))
 		return
 	}
 	defer rc.Close()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Tau-Pod", pod.Name)
-	_ = copyMasked(streamResponse(w), rc, mask)
+	_ = runs.CopyMasked(streamResponse(w), rc, mask)
 }
 
 // followSlot takes one of the request's token's follows, or answers 429.
@@ -347,25 +340,6 @@ func bearer(r *http.Request) string {
 	return strings.TrimSpace(token)
 }
 
-// AttemptPod is the first pod, by name, of the run's latest attempt.
-func (a *RunsAPI) AttemptPod(ctx context.Context, run *taugridv1.TauRun) (*corev1.Pod, error) {
-	var pods corev1.PodList
-	labels := client.MatchingLabels{render.LabelRun: run.Name}
-	if n := len(run.Status.Attempts); n > 0 {
-		labels[render.LabelAttempt] = strconv.Itoa(n)
-	}
-	if err := a.Client.List(ctx, &pods, client.InNamespace(run.Namespace), labels); err != nil {
-		return nil, err
-	}
-	var first *corev1.Pod
-	for i := range pods.Items {
-		if p := &pods.Items[i]; len(p.Spec.Containers) > 0 && (first == nil || p.Name < first.Name) {
-			first = p
-		}
-	}
-	return first, nil
-}
-
 func (a *RunsAPI) nudge(w http.ResponseWriter, r *http.Request, ns string) {
 	var body struct {
 		Repository string `json:"repository"`
@@ -377,13 +351,13 @@ func (a *RunsAPI) nudge(w http.ResponseWriter, r *http.Request, ns string) {
 	// Only the tenant's own repositories are polled.
 	var repos taugridv1.TauRepositoryList
 	if err := a.Client.List(r.Context(), &repos, client.InNamespace(ns)); err != nil {
-		apiError(w, http.StatusInternalServerError, "listing repositories failed")
+		a.failed(w, r, http.StatusInternalServerError, "listing repositories failed", err)
 		return
 	}
 	for _, repo := range repos.Items {
 		if SameRepository(repo.Spec.URL, body.Repository) {
 			if err := a.Nudger.Nudge(r.Context(), repo.Spec.URL); err != nil {
-				apiError(w, http.StatusInternalServerError, "nudging failed")
+				a.failed(w, r, http.StatusInternalServerError, "nudging failed", err)
 				return
 			}
 			w.WriteHeader(http.StatusAccepted)
@@ -398,6 +372,13 @@ func writeJSON(w http.ResponseWriter, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+}
+
+// failed answers a request the API could not serve, and logs why: the
+// client reads only msg, the controller's log keeps err.
+func (a *RunsAPI) failed(w http.ResponseWriter, r *http.Request, code int, msg string, err error) {
+	a.Log.Error(err, msg, "method", r.Method, "path", r.URL.Path, "status", code)
+	apiError(w, code, msg)
 }
 
 func apiError(w http.ResponseWriter, code int, msg string) {

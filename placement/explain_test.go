@@ -35,7 +35,7 @@ func TestExplainSaysKueuesTASMessagesInPlainWords(t *testing.T) {
 			want: Explanation{Text: "placement: none of the run's 2 slices fit as asked on topology default right now"},
 		},
 		"multi-layer slices": {
-			msg: `couldn't assign flavors to pod set one: topology "tas-three-level" doesn't allow to fit; 0/1 slice(s) fit on level cloud.provider.com/rack; 2/3 slice(s) fit on level kubernetes.io/hostname`,
+			msg:  `couldn't assign flavors to pod set one: topology "tas-three-level" doesn't allow to fit; 0/1 slice(s) fit on level cloud.provider.com/rack; 2/3 slice(s) fit on level kubernetes.io/hostname`,
 			want: Explanation{Text: "placement: the run's Ray worker (one) pods do not fit as asked on topology tas-three-level right now (0 of 1 groups fit per rack, 2 of 3 groups fit per host)"},
 		},
 		"a flavor without a topology": {

@@ -182,6 +182,13 @@ func TestPlacementOnATopologyOfBlocksAndRacks(t *testing.T) {
 		if nodes[0].Name == nodes[1].Name {
 			t.Errorf("both pods on host %s, want one per host", nodes[0].Name)
 		}
+		// Kueue placed them, not chance: its ungater pinned each pod to the
+		// host of its topology assignment.
+		for _, p := range podsOfRun(t, run) {
+			if p.Spec.NodeSelector[corev1.LabelHostname] != p.Spec.NodeName {
+				t.Errorf("pod %s on %s has node selector %v, not Kueue's topology assignment", p.Name, p.Spec.NodeName, p.Spec.NodeSelector)
+			}
+		}
 	})
 
 	t.Run("more hosts than any rack has is refused before submission, with its line", func(t *testing.T) {

@@ -2,6 +2,7 @@ package reconciler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,9 +14,6 @@ import (
 	"github.com/taugrid/taugrid/test/controlplane"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/events"
-	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -31,21 +29,8 @@ const (
 // generous quotas, and a profile "fabric" on that topology.
 func topologyPlatform(t *testing.T, prefix string) string {
 	t.Helper()
-	dir := renamedCopy(t, "../examples/platform", map[string]string{
-		"team-a": prefix + "-a", "team-b": prefix + "-b", "tau-low": prefix + "-low", "tau-normal": prefix + "-normal",
-		"tau-high": prefix + "-high", "name: h200\n": "name: " + prefix + "-h200\n", "cohortName: research": "cohortName: " + prefix,
-	})
-	edit := func(file, old, new string) {
-		t.Helper()
-		p := filepath.Join(dir, file)
-		data, err := os.ReadFile(p)
-		if err != nil || !strings.Contains(string(data), old) {
-			t.Fatalf("%s lacks %q (%v)", file, old, err)
-		}
-		if err := os.WriteFile(p, []byte(strings.Replace(string(data), old, new, 1)), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := examplePlatformCopy(t, prefix)
+	edit := func(file, old, new string) { editFile(t, dir, file, old, new) }
 	edit("kueue/flavors.yaml", "spec:\n  nodeLabels:\n", fmt.Sprintf("spec:\n  topologyName: %s-fabric\n  nodeLabels:\n    %s: %s\n", prefix, poolLabel, prefix))
 	edit("kueue/cluster-queues.yaml", "nominalQuota: \"96\"", "nominalQuota: \"2000\"")
 	edit("kueue/cluster-queues.yaml", "nominalQuota: 1024Gi", "nominalQuota: 20Ti")
@@ -55,15 +40,7 @@ func topologyPlatform(t *testing.T, prefix string) string {
 	if err := os.WriteFile(filepath.Join(dir, "kueue/topology.yaml"), []byte(topology), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	profile := fmt.Sprintf("- name: fabric\n  description: Whole H200 nodes on a block/rack fabric.\n  node_selector:\n    nvidia.com/gpu.product: NVIDIA-H200\n  topology: %s-fabric\n  max_gpus: 64\n  max_nodes: 8\n  defaults:\n    gpus: 8\n    cpu: \"48\"\n    memory: 512Gi\n    head_cpu: \"4\"\n    head_memory: 16Gi\n", prefix)
-	f, err := os.OpenFile(filepath.Join(dir, "profiles.yaml"), os.O_APPEND|os.O_WRONLY, 0)
-	if err == nil {
-		_, err = f.WriteString(profile)
-		f.Close()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	appendFile(t, dir, "profiles.yaml", fmt.Sprintf("- name: fabric\n  description: Whole H200 nodes on a block/rack fabric.\n  node_selector:\n    nvidia.com/gpu.product: NVIDIA-H200\n  topology: %s-fabric\n  max_gpus: 64\n  max_nodes: 8\n  defaults:\n    gpus: 8\n    cpu: \"48\"\n    memory: 512Gi\n    head_cpu: \"4\"\n    head_memory: 16Gi\n", prefix))
 	edit("tenants.yaml", "profiles: [cpu, h200-1, h200-8]", "profiles: [cpu, h200-1, h200-8, fabric]")
 	return dir
 }
@@ -87,28 +64,34 @@ func fabricNodes(t *testing.T, prefix string) {
 // newTopologyFixture is newRunFixture on the topology platform.
 func newTopologyFixture(t *testing.T, prefix string) (*runFixture, *platformFixture) {
 	t.Helper()
-	plat := newPlatformFrom(t, topologyPlatform(t, prefix))
-	if p := plat.reconcile(t); !apimeta.IsStatusConditionTrue(p.Status.Conditions, taugridv1.ConditionReady) {
-		t.Fatalf("platform not ready: %+v", p.Status.Conditions)
+	return newRunFixtureOn(t, prefix, topologyPlatform(t, prefix))
+}
+
+// editFile replaces the first old in a file of dir with new; the file must
+// hold old.
+func editFile(t *testing.T, dir, file, old, new string) {
+	t.Helper()
+	p := filepath.Join(dir, file)
+	data, err := os.ReadFile(p)
+	if err != nil || !strings.Contains(string(data), old) {
+		t.Fatalf("%s lacks %q (%v)", file, old, err)
 	}
-	ns := prefix + "-a"
-	research := newGitRepo(t, ns+"/research", "../examples/research")
-	repo := &taugridv1.TauRepository{
-		ObjectMeta: metav1.ObjectMeta{Name: "research", Namespace: ns},
-		Spec: taugridv1.TauRepositorySpec{GitSource: taugridv1.GitSource{URL: research.URL}, Platform: plat.name,
-			Interval: metav1.Duration{Duration: time.Minute}},
-	}
-	if err := k8s.Create(context.Background(), repo); err != nil {
+	if err := os.WriteFile(p, []byte(strings.Replace(string(data), old, new, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	clock := clocktesting.NewFakePassiveClock(time.Now())
-	f := &runFixture{ns: ns, research: research, repo: repo,
-		repos: &RepositoryReconciler{Client: k8s, Git: gitClient, Policies: plat.r.Policies, Clock: clock, Recorder: events.NewFakeRecorder(100)},
-		runRec: &RunReconciler{Client: k8s, Scheme: scheme, Files: &GitFiles{Client: k8s, Git: gitClient},
-			Policies: plat.r.Policies, Clock: clock, Recorder: events.NewFakeRecorder(100)},
+}
+
+// appendFile adds text at the end of a file of dir.
+func appendFile(t *testing.T, dir, file, text string) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(dir, file), os.O_APPEND|os.O_WRONLY, 0)
+	if err == nil {
+		_, err = f.WriteString(text)
+		err = errors.Join(err, f.Close())
 	}
-	f.poll(t)
-	return f, plat
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 const fabricTau = "schema_version: 1\nentrypoint: train.py\nruntime:\n  image: nvcr.io/nvidia/pytorch:25.01-py3\npolicy:\n  profile: fabric\n"

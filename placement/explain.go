@@ -43,11 +43,14 @@ func Explain(msg string) (Explanation, bool) {
 	switch {
 	case fitOnlyRE.MatchString(msg):
 		m := fitOnlyRE.FindStringSubmatch(msg)
-		text := fmt.Sprintf("placement: only %s of the run's %s %s%ss fit as asked on topology %s right now", m[2], m[3], who, m[4], m[1])
+		text := fmt.Sprintf("placement: only %s of the run's %s %s fit as asked on topology %s now", m[2], m[3], units(m[3], who+m[4]), m[1])
 		return Explanation{Text: text + excluded(msg)}, true
 	case fitNoneRE.MatchString(msg):
 		m := fitNoneRE.FindStringSubmatch(msg)
-		text := fmt.Sprintf("placement: none of the run's %s %s%ss fit as asked on topology %s right now", m[2], who, m[3], m[1])
+		text := fmt.Sprintf("placement: none of the run's %s %s fit as asked on topology %s now", m[2], units(m[2], who+m[3]), m[1])
+		if m[2] == "1" {
+			text = fmt.Sprintf("placement: the run's %s does not fit as asked on topology %s now", who+m[3], m[1])
+		}
 		return Explanation{Text: text + excluded(msg)}, true
 	case fitLayersRE.MatchString(msg):
 		m := fitLayersRE.FindStringSubmatch(msg)
@@ -55,7 +58,7 @@ func Explain(msg string) (Explanation, bool) {
 		for _, l := range layerRE.FindAllStringSubmatch(m[2], -1) {
 			parts = append(parts, fmt.Sprintf("%s of %s groups fit per %s", l[1], l[2], LevelName(l[3])))
 		}
-		return Explanation{Text: fmt.Sprintf("placement: the run's %spods do not fit as asked on topology %s right now (%s)", who, m[1], strings.Join(parts, ", ")) + excluded(msg)}, true
+		return Explanation{Text: fmt.Sprintf("placement: the run's %spods do not fit as asked on topology %s now (%s)", who, m[1], strings.Join(parts, ", ")) + excluded(msg)}, true
 	case noTASRE.MatchString(msg):
 		m := noTASRE.FindStringSubmatch(msg)
 		return Explanation{Text: fmt.Sprintf("placement: the run asks for a placement, but flavor %s has no topology; use compute.placement: any, or a profile with a topology", m[1]), Fix: true}, true
@@ -83,8 +86,9 @@ func podSetWord(ps string) string {
 	return "Ray worker (" + ps + ")"
 }
 
-// excluded is "; of 4 nodes, 2 lack the profile's labels, 1 has taint
-// key=value:NoSchedule, 1 has too little free nvidia.com/gpu".
+// excluded is "; of 4 nodes, 2 lack the profile's node labels, 1 has taint
+// key=value:NoSchedule (not tolerated), 1 lacks free nvidia.com/gpu": short,
+// since the first words of it go into a commit status.
 func excluded(msg string) string {
 	m := excludedRE.FindStringSubmatch(msg)
 	if m == nil {
@@ -99,20 +103,28 @@ func excluded(msg string) string {
 }
 
 func exclusionWords(reason string, n int) string {
-	node, has, are := "nodes lack", "nodes have", "nodes are"
+	lack, has, is := "lack", "have", "are"
 	if n == 1 {
-		node, has, are = "node lacks", "node has", "node is"
+		lack, has, is = "lacks", "has", "is"
 	}
 	switch {
 	case reason == "nodeSelector":
-		return fmt.Sprintf("%d %s the labels the run's profile selects", n, node)
+		return fmt.Sprintf("%d %s the profile's node labels", n, lack)
 	case reason == "affinity":
-		return fmt.Sprintf("%d %s the run's node affinity (such as nodes avoided after a GPU fault)", n, node)
+		return fmt.Sprintf("%d %s outside the run's node affinity (such as nodes avoided after a GPU fault)", n, is)
 	case reason == "topologyDomain":
-		return fmt.Sprintf("%d %s outside the topology domain the run is held to", n, are)
+		return fmt.Sprintf("%d %s outside the domain the run is held to", n, is)
 	case strings.HasPrefix(reason, "taint "):
-		return fmt.Sprintf("%d %s taint %s, which the pods do not tolerate", n, has, strings.Trim(reason[len("taint "):], `"`))
+		return fmt.Sprintf("%d %s taint %s (not tolerated)", n, has, strings.Trim(reason[len("taint "):], `"`))
 	default:
-		return fmt.Sprintf("%d %s too little free %s", n, has, strings.Trim(reason[len("resource "):], `"`))
+		return fmt.Sprintf("%d %s free %s", n, lack, strings.Trim(reason[len("resource "):], `"`))
 	}
+}
+
+// units is "pods" or "pod" (count "1"), after the words before it.
+func units(count, noun string) string {
+	if count == "1" {
+		return noun
+	}
+	return noun + "s"
 }

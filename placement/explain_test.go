@@ -15,28 +15,28 @@ func TestExplainSaysKueuesTASMessagesInPlainWords(t *testing.T) {
 	}{
 		"some pods fit": {
 			msg:  `couldn't assign flavors to pod set main: topology "default" allows to fit only 3 out of 4 pod(s)`,
-			want: Explanation{Text: "placement: only 3 of the run's 4 pods fit as asked on topology default right now"},
+			want: Explanation{Text: "placement: only 3 of the run's 4 pods fit as asked on topology default now"},
 		},
 		"no pod fits, nodes short of cpu": {
 			msg:  `topology "default" doesn't allow to fit any of 1 pod(s). Total nodes: 4; excluded: resource "cpu": 4`,
-			want: Explanation{Text: "placement: none of the run's 1 pods fit as asked on topology default right now; of 4 nodes, 4 nodes have too little free cpu"},
+			want: Explanation{Text: "placement: the run's pod does not fit as asked on topology default now; of 4 nodes, 4 lack free cpu"},
 		},
 		"excluded by selector, resource and taint": {
 			msg: `topology "default" doesn't allow to fit any of 1 pod(s). Total nodes: 4; excluded: nodeSelector: 2, resource "cpu": 1, taint "key=value:NoSchedule": 1`,
-			want: Explanation{Text: "placement: none of the run's 1 pods fit as asked on topology default right now; of 4 nodes, " +
-				"2 nodes lack the labels the run's profile selects, 1 node has too little free cpu, 1 node has taint key=value:NoSchedule, which the pods do not tolerate"},
+			want: Explanation{Text: "placement: the run's pod does not fit as asked on topology default now; of 4 nodes, " +
+				"2 lack the profile's node labels, 1 lacks free cpu, 1 has taint key=value:NoSchedule (not tolerated)"},
 		},
 		"a Ray worker group, short of GPUs": {
 			msg:  `couldn't assign flavors to pod set gpu: topology "default" allows to fit only 4 out of 4 pod(s). Total nodes: 2; excluded: resource "example.com/gpu": 1`,
-			want: Explanation{Text: "placement: only 4 of the run's 4 Ray worker (gpu) pods fit as asked on topology default right now; of 2 nodes, 1 node has too little free example.com/gpu"},
+			want: Explanation{Text: "placement: only 4 of the run's 4 Ray worker (gpu) pods fit as asked on topology default now; of 2 nodes, 1 lacks free example.com/gpu"},
 		},
 		"slices": {
 			msg:  `topology "default" doesn't allow to fit any of 2 slice(s)`,
-			want: Explanation{Text: "placement: none of the run's 2 slices fit as asked on topology default right now"},
+			want: Explanation{Text: "placement: none of the run's 2 slices fit as asked on topology default now"},
 		},
 		"multi-layer slices": {
 			msg:  `couldn't assign flavors to pod set one: topology "tas-three-level" doesn't allow to fit; 0/1 slice(s) fit on level cloud.provider.com/rack; 2/3 slice(s) fit on level kubernetes.io/hostname`,
-			want: Explanation{Text: "placement: the run's Ray worker (one) pods do not fit as asked on topology tas-three-level right now (0 of 1 groups fit per rack, 2 of 3 groups fit per host)"},
+			want: Explanation{Text: "placement: the run's Ray worker (one) pods do not fit as asked on topology tas-three-level now (0 of 1 groups fit per rack, 2 of 3 groups fit per host)"},
 		},
 		"a flavor without a topology": {
 			msg:  `Flavors considered: one: default(NoFit;Flavor "default" does not support TopologyAwareScheduling)`,

@@ -153,10 +153,15 @@ func isPlacementMessage(msg string) bool {
 
 // explainPlacement is ExplainWait for Kueue's TAS messages: waiting for a
 // domain with room, or (Fix) a placement the platform's flavors cannot give.
+// The long form keeps every word the commit status has no room for.
 func explainPlacement(msg string, q QueueState, cq string) Explanation {
 	ex, _ := placement.Explain(msg)
+	words := strings.TrimPrefix(ex.Text, "placement: ")
+	kind, text := WaitPlacement, positioned("queued", q, cq)+": "+words
 	if ex.Fix {
-		return explanation(WaitInfeasible, "cannot run: "+strings.TrimPrefix(ex.Text, "placement: "), q, msg)
+		kind, text = WaitInfeasible, "cannot run: "+words
 	}
-	return explanation(WaitPlacement, positioned("queued", q, cq)+": "+ex.Text, q, msg)
+	out := explanation(kind, text, q, msg)
+	out.Long = text + "." + strings.TrimPrefix(out.Long, out.Short+".")
+	return out
 }

@@ -116,8 +116,11 @@ func (d *demo) declareTopology(ctx context.Context) error {
 	for _, e := range topologyEdits {
 		p := filepath.Join(d.platform, e.file)
 		data, err := os.ReadFile(p)
-		if err != nil || !strings.Contains(string(data), e.old) {
-			return fmt.Errorf("examples/platform/%s no longer holds %q, which the demo edits (%v)", e.file, e.old, err)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(data), e.old) {
+			return fmt.Errorf("examples/platform/%s no longer holds %q, which the demo edits", e.file, e.old)
 		}
 		if err := os.WriteFile(p, []byte(strings.Replace(string(data), e.old, e.new, 1)), 0o644); err != nil {
 			return err

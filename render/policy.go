@@ -29,7 +29,12 @@ type Policy struct {
 	Limits     PolicyLimits `json:"limits"`
 	Security   Security     `json:"security"`
 
-	// Digest is "sha256:<hex>" over the policy files read, in name order.
+	// Topologies are the Kueue Topologies declared under kueue/, by name,
+	// with the ResourceFlavors that place pods by each.
+	Topologies map[string]*PlatformTopology `json:"-"`
+
+	// Digest is "sha256:<hex>" over the policy files read, in name order,
+	// and the kueue/ files that declare a Topology.
 	Digest string `json:"-"`
 }
 
@@ -56,6 +61,9 @@ type Tenant struct {
 	// Priorities the tenant's runs may ask for, by name; empty means only
 	// the policy's default priority.
 	Priorities []string `json:"priorities,omitempty"`
+	// MIGProfiles narrows the MIG profiles (compute.mig) the tenant's runs
+	// may use to these; empty means whatever each compute profile offers.
+	MIGProfiles []string `json:"mig_profiles,omitempty"`
 }
 
 // Profile is a class of machine a run can ask for.
@@ -81,6 +89,17 @@ type Profile struct {
 	// every run's pods are fenced by a NetworkPolicy.
 	AllowIngressFrom []networkingv1.NetworkPolicyPeer `json:"allow_ingress_from,omitempty"`
 	Defaults         ProfileDefaults                  `json:"defaults"`
+	// Topology is the Kueue Topology (declared under kueue/) by which the
+	// profile's ResourceFlavor places pods; it names the levels runs may
+	// ask in compute.placement. Empty: the profile has no topology.
+	Topology string `json:"topology,omitempty"`
+	// MultiNodePlacement is the placement every multi-node run of the
+	// profile gets, such as same-block; a run may ask a narrower level.
+	MultiNodePlacement string `json:"multi_node_placement,omitempty"`
+	// MIGProfiles are the MIG profiles (such as 1g.18gb) the profile's
+	// nodes offer, as nvidia.com/mig-<profile> resources; a run asks one
+	// with compute.mig. Empty: no MIG.
+	MIGProfiles []string `json:"mig_profiles,omitempty"`
 }
 
 // ProfileDefaults fill what a tau file leaves out.
@@ -201,9 +220,16 @@ func LoadPolicy(fsys fs.FS) (*Policy, error) {
 		}
 		checkers[f.name] = &checker{file: f.name, pos: pos}
 	}
+	topologies, digested, terrs := loadTopologies(fsys)
+	errs = append(errs, terrs...)
 	if len(errs) > 0 {
 		return nil, errs.sorted()
 	}
+	for _, data := range digested {
+		fmt.Fprintf(h, "%s\x00%d\x00", kueueDir, len(data))
+		h.Write(data)
+	}
+	p.Topologies = topologies
 	p.Digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
 	p.applyDefaults()
 	if err := p.validate(checkers); err != nil {
@@ -256,6 +282,8 @@ func (p *Policy) validate(cs map[string]*checker) error {
 	validateImages(cs["images.yaml"], &p.Images)
 	validatePriorities(cs["priorities.yaml"], p.Priorities)
 	validateLimits(cs["limits.yaml"], &p.Limits)
+	validateProfilePlacement(cs["profiles.yaml"], p)
+	validateTenantMIG(cs["tenants.yaml"], p)
 	var errs ErrorList
 	for _, f := range policyFiles {
 		errs = append(errs, cs[f.name].errs...)

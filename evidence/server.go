@@ -31,6 +31,9 @@ var pageTemplate = template.Must(template.New("page.html.tmpl").Funcs(template.F
 	"css":    pageCSS,
 	"derefi": exitCode,
 	"number": func(f float64) string { return strconv.FormatFloat(f, 'g', 6, 64) },
+	"charts": ChartsOf,
+	"add":    func(a, b float64) float64 { return a + b },
+	"sub":    func(a, b float64) float64 { return a - b },
 }).ParseFS(pageFiles, "page.html.tmpl"))
 
 func clockTime(t *time.Time) string {

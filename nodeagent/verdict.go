@@ -5,11 +5,14 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 )
 
-// Names shared with the rest of TauGrid (design/architecture.md).
+// Names shared with the rest of TauGrid: the condition is
+// taugridv1.ConditionGPUHealthy, which the reconcilers and tau inspect read.
 const (
-	ConditionType = corev1.NodeConditionType("TauGPUHealthy")
+	ConditionType = corev1.NodeConditionType(taugridv1.ConditionGPUHealthy)
 	TaintKey      = "taugrid.dev/gpu-unhealthy"
 	TaintEffect   = corev1.TaintEffectNoSchedule
 )

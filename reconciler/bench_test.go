@@ -5,15 +5,17 @@ import (
 	"fmt"
 	"os"
 	"runtime"
-	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	"slices"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/render"
+	"github.com/taugrid/taugrid/runs"
 	batchv1 "k8s.io/api/batch/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -79,7 +81,7 @@ func BenchmarkNudgeToRun(b *testing.B) {
 	f := newRunFixture(b, "rb1")
 	m := startManager(b)
 	defer m.stop()
-	runs, stopRuns := watchFirst(b, &taugridv1.TauRunList{}, f.ns, func(ev watch.Event) (string, bool) {
+	seen, stopRuns := watchFirst(b, &taugridv1.TauRunList{}, f.ns, func(ev watch.Event) (string, bool) {
 		r, ok := ev.Object.(*taugridv1.TauRun)
 		return r.Spec.Trigger.Ref, ok
 	})
@@ -106,8 +108,8 @@ func BenchmarkNudgeToRun(b *testing.B) {
 		if err := m.nudger.Nudge(context.Background(), f.repo.Spec.URL); err != nil {
 			b.Fatal(err)
 		}
-		created := runs.wait(b, ref, 30*time.Second)
-		name := RunName(f.repo.Name, ref, f.research.git("-C", f.research.work, "rev-parse", "HEAD"), "default")
+		created := seen.wait(b, ref, 30*time.Second)
+		name := runs.RunName(f.repo.Name, ref, f.research.git("-C", f.research.work, "rev-parse", "HEAD"), "default")
 		job := render.WorkloadName(name, 1)
 		jobAt := jobs.wait(b, job, 30*time.Second)
 		admitAt := admitted.wait(b, job, 30*time.Second)
@@ -133,7 +135,7 @@ func BenchmarkSubmissions(b *testing.B) {
 	for i := range n {
 		ref := fmt.Sprintf("refs/tau/runs/s-%03d", i)
 		run := &taugridv1.TauRun{
-			ObjectMeta: metav1.ObjectMeta{Name: RunName(f.repo.Name, ref, head, "default"), Namespace: f.ns},
+			ObjectMeta: metav1.ObjectMeta{Name: runs.RunName(f.repo.Name, ref, head, "default"), Namespace: f.ns},
 			Spec: taugridv1.TauRunSpec{Repository: f.repo.Name, Commit: head, Target: "default",
 				Trigger: taugridv1.Trigger{Kind: taugridv1.TriggerRunRef, Ref: "refs/heads/main"}},
 		}
@@ -224,8 +226,8 @@ func BenchmarkControllerMemory(b *testing.B) {
 func createFinishedRun(b *testing.B, f *runFixture, head string, i int) {
 	ref := fmt.Sprintf("refs/tau/runs/m-%05d", i)
 	run := &taugridv1.TauRun{
-		ObjectMeta: metav1.ObjectMeta{Name: RunName(f.repo.Name, ref, head, "default"), Namespace: f.ns,
-			Labels: map[string]string{render.LabelRepository: f.repo.Name, LabelRefHash: RefHash(ref), LabelCommit: head}},
+		ObjectMeta: metav1.ObjectMeta{Name: runs.RunName(f.repo.Name, ref, head, "default"), Namespace: f.ns,
+			Labels: map[string]string{render.LabelRepository: f.repo.Name, taugridv1.LabelRefHash: runs.RefHash(ref), taugridv1.LabelCommit: head}},
 		Spec: taugridv1.TauRunSpec{Repository: f.repo.Name, Commit: head, Target: "default",
 			Trigger: taugridv1.Trigger{Kind: taugridv1.TriggerRunRef, Ref: ref, Requester: "bench@example.com"}},
 	}

@@ -24,6 +24,7 @@ import (
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/render"
+	"github.com/taugrid/taugrid/server"
 	"github.com/taugrid/taugrid/test/chart"
 )
 
@@ -91,7 +92,7 @@ func installChartRBAC(t *testing.T) *rest.Config {
 // startChartManager starts the manager as cmd/tau-controller does (leader
 // election, the pod cache filter, real event recorders, the four
 // reconcilers) on cfg, and waits until it leads.
-func startChartManager(t *testing.T, cfg *rest.Config, log logr.Logger) (*AnnotationNudger, func()) {
+func startChartManager(t *testing.T, cfg *rest.Config, log logr.Logger) (*server.AnnotationNudger, func()) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
@@ -109,7 +110,7 @@ func startChartManager(t *testing.T, cfg *rest.Config, log logr.Logger) (*Annota
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, IndexRepositoryURL, RepositoryURL); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, server.IndexRepositoryURL, server.RepositoryURL); err != nil {
 		t.Fatal(err)
 	}
 	c, clk := mgr.GetClient(), clock.RealClock{}
@@ -136,7 +137,7 @@ func startChartManager(t *testing.T, cfg *rest.Config, log logr.Logger) (*Annota
 	case <-time.After(30 * time.Second):
 		t.Fatal("the manager was not elected leader in 30s")
 	}
-	return &AnnotationNudger{Client: c, Clock: clk}, func() { cancel(); done.Wait() }
+	return &server.AnnotationNudger{Client: c, Clock: clk}, func() { cancel(); done.Wait() }
 }
 
 // TestTheChartsRBACRunsAPlatformARepositoryAndARun starts the controller

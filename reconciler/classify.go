@@ -28,9 +28,6 @@ const (
 	FailureInfrastructure FailureClass = "Infrastructure" // anything else; the raw reason is kept
 )
 
-// gpuHealthyCondition is the node condition tau-nodeagent owns.
-const gpuHealthyCondition = "TauGPUHealthy"
-
 // FailureEvidence is what the cluster shows about a failed attempt.
 type FailureEvidence struct {
 	Job      *batchv1.Job
@@ -91,7 +88,7 @@ func gpuFault(e FailureEvidence) (FailureClass, string, bool) {
 			continue
 		}
 		for _, c := range n.Status.Conditions {
-			if string(c.Type) == gpuHealthyCondition && c.Status == corev1.ConditionFalse {
+			if string(c.Type) == taugridv1.ConditionGPUHealthy && c.Status == corev1.ConditionFalse {
 				return FailureGPUFault, fmt.Sprintf("node %s: %s", n.Name, c.Message), true
 			}
 		}

@@ -37,7 +37,7 @@ func exited(code int32, reason string) func(*corev1.Pod) {
 
 func node(name string, gpuHealthy corev1.ConditionStatus, msg string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
-		{Type: gpuHealthyCondition, Status: gpuHealthy, Message: msg}}}}
+		{Type: taugridv1.ConditionGPUHealthy, Status: gpuHealthy, Message: msg}}}}
 }
 
 func TestClassifyFailure(t *testing.T) {

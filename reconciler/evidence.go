@@ -12,6 +12,7 @@ import (
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/evidence"
 	"github.com/taugrid/taugrid/render"
+	"github.com/taugrid/taugrid/runs"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -54,7 +55,7 @@ type EvidenceRecorder struct {
 	Client client.Client
 	// APIReader reads events and Secrets around the cache.
 	APIReader client.Reader
-	Logs      LogSource // nil records no log tails
+	Logs      runs.LogSource // nil records no log tails
 	Files     TauFileReader
 	Policies  PolicyFiles
 	// Sources says where an attempt's pods fetched the source; nil: none.
@@ -303,13 +304,4 @@ func (s *PolicyStore) PolicyFiles(ctx context.Context, platform, commit string) 
 		}
 	}
 	return out, nil
-}
-
-// SourceLocation is where the run's pods fetch its source archive, from
-// the digest its status records; nil before one was built.
-func (s *Sources) SourceLocation(run *taugridv1.TauRun) *render.SourceArchive {
-	if run.Status.SourceDigest == "" {
-		return nil
-	}
-	return s.location(run, run.Status.SourceDigest)
 }

@@ -14,6 +14,7 @@ import (
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/evidence"
 	"github.com/taugrid/taugrid/render"
+	"github.com/taugrid/taugrid/runs"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -286,8 +287,8 @@ func (e *EvidenceRecorder) collectSecrets(ctx context.Context, c *collection) er
 	}
 	var values []string
 	for _, s := range specs {
-		secretNames(s, names)
-		values = append(values, secretEnvValues(s)...)
+		runs.SecretNames(s, names)
+		values = append(values, runs.SecretEnvValues(s)...)
 	}
 	for _, name := range slices.Sorted(maps.Keys(names)) {
 		s := &corev1.Secret{}
@@ -308,38 +309,6 @@ func (e *EvidenceRecorder) collectSecrets(ctx context.Context, c *collection) er
 
 func attemptPods(c *collection) client.MatchingLabels {
 	return client.MatchingLabels{render.LabelRun: c.run.Name, render.LabelAttempt: strconv.Itoa(c.attempt)}
-}
-
-// secretNames adds every Secret a pod spec names: env, envFrom, volumes
-// and image pull secrets.
-func secretNames(s *corev1.PodSpec, names map[string]bool) {
-	for _, ctr := range append(append([]corev1.Container(nil), s.InitContainers...), s.Containers...) {
-		for _, v := range ctr.Env {
-			if v.ValueFrom != nil && v.ValueFrom.SecretKeyRef != nil {
-				names[v.ValueFrom.SecretKeyRef.Name] = true
-			}
-		}
-		for _, f := range ctr.EnvFrom {
-			if f.SecretRef != nil {
-				names[f.SecretRef.Name] = true
-			}
-		}
-	}
-	for _, v := range s.Volumes {
-		if v.Secret != nil {
-			names[v.Secret.SecretName] = true
-		}
-		if v.Projected != nil {
-			for _, src := range v.Projected.Sources {
-				if src.Secret != nil {
-					names[src.Secret.Name] = true
-				}
-			}
-		}
-	}
-	for _, r := range s.ImagePullSecrets {
-		names[r.Name] = true
-	}
 }
 
 // collectKueue records the Workload's conditions, queue and flavors.
@@ -475,7 +444,7 @@ func (e *EvidenceRecorder) nodeRecord(ctx context.Context, name string, start ti
 		return rec, err
 	}
 	for _, cond := range n.Status.Conditions {
-		if string(cond.Type) != gpuHealthyCondition {
+		if string(cond.Type) != taugridv1.ConditionGPUHealthy {
 			continue
 		}
 		rec.GPUHealthy = &evidence.Condition{Type: string(cond.Type), Status: string(cond.Status), Reason: cond.Reason,

@@ -19,6 +19,8 @@ import (
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/evidence"
 	"github.com/taugrid/taugrid/render"
+	"github.com/taugrid/taugrid/runs"
+	"github.com/taugrid/taugrid/server"
 	"github.com/taugrid/taugrid/test/controlplane"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -45,7 +47,7 @@ func evidenceKubelet(t *testing.T, node string) *controlplane.Kubelet {
 	if err := k8s.Get(context.Background(), client.ObjectKey{Name: node}, n); err != nil {
 		t.Fatal(err)
 	}
-	n.Status.Conditions = []corev1.NodeCondition{{Type: gpuHealthyCondition, Status: corev1.ConditionTrue, Reason: "Healthy",
+	n.Status.Conditions = []corev1.NodeCondition{{Type: taugridv1.ConditionGPUHealthy, Status: corev1.ConditionTrue, Reason: "Healthy",
 		Message: "8 GPUs healthy", LastTransitionTime: metav1.NewTime(time.Now().Add(-time.Hour))}}
 	if err := k8s.Status().Update(context.Background(), n); err != nil {
 		t.Fatal(err)
@@ -71,8 +73,8 @@ func newEvidenceFixture(t *testing.T, prefix string) *evidenceFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &EvidenceRecorder{Client: k8s, APIReader: k8s, Logs: PodLogs{Pods: cs.CoreV1()}, Files: f.runRec.Files,
-		Policies: f.runRec.Policies.(*PolicyStore), Sources: &Sources{BaseURL: "http://tau-controller:9090", FetchImage: "tau:v1"},
+	rec := &EvidenceRecorder{Client: k8s, APIReader: k8s, Logs: runs.PodLogs{Pods: cs.CoreV1()}, Files: f.runRec.Files,
+		Policies: f.runRec.Policies.(*PolicyStore), Sources: &server.Sources{BaseURL: "http://tau-controller:9090", FetchImage: "tau:v1"},
 		Store: st, Clock: f.runRec.Clock, Recorder: events.NewFakeRecorder(100), URL: "https://tau.example/", Links: evidenceLinks}
 	f.runRec.Evidence = rec
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hf", Namespace: f.ns}, StringData: map[string]string{"token": hfToken}}
@@ -368,8 +370,8 @@ func TestEvidenceNeedsTheTeamsTokenOrTheRunsLink(t *testing.T) {
 	tokensNS := "evtok-system"
 	objs := []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tokensNS}}}
 	for team, token := range map[string]string{"evtok-a": "team-a-secret-token", "evtok-b": "team-b-secret-token"} {
-		objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: team, Namespace: tokensNS, Labels: map[string]string{LabelAPIToken: "true"}},
-			Data: map[string][]byte{APITokenKey: []byte(token), APINamespaceKey: []byte(team)}})
+		objs = append(objs, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: team, Namespace: tokensNS, Labels: map[string]string{taugridv1.LabelAPIToken: "true"}},
+			Data: map[string][]byte{taugridv1.APITokenKey: []byte(token), taugridv1.APINamespaceKey: []byte(team)}})
 	}
 	for _, o := range objs {
 		if err := k8s.Create(ctx, o); err != nil {
@@ -392,7 +394,7 @@ func TestEvidenceNeedsTheTeamsTokenOrTheRunsLink(t *testing.T) {
 	}
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
 	srv := httptest.NewServer((&evidence.Server{Store: st, Links: evidenceLinks, Now: func() time.Time { return now },
-		Tokens: &Tokens{Reader: k8s, Namespace: tokensNS, Clock: clocktesting.NewFakePassiveClock(now)}}).Handler())
+		Tokens: &server.Tokens{Reader: k8s, Namespace: tokensNS, Clock: clocktesting.NewFakePassiveClock(now)}}).Handler())
 	defer srv.Close()
 	page := srv.URL + "/runs/evtok-a/research-1a2b"
 	blob := page + "/blobs/" + sealed.Manifest.Artifacts[0].SHA256

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/gitsource"
 	"github.com/taugrid/taugrid/reconciler/forge"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -228,7 +229,7 @@ func (r *ForgeReconciler) postError(run *taugridv1.TauRun, want forge.Status, er
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	var ae *forge.APIError
-	if errors.Is(err, errMissingSecret) || forge.IsTerminal(err) {
+	if errors.Is(err, gitsource.ErrMissingSecret) || forge.IsTerminal(err) {
 		r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, ReasonForgeRejected, "PostStatus", "posting %s status: %s", want.State, err)
 		if errors.As(err, &ae) && ae.StatusCode == http.StatusUnprocessableEntity {
 			return reconcile.Result{}, nil // e.g. the forge's cap of statuses per context
@@ -250,11 +251,11 @@ func (r *ForgeReconciler) posterFor(ctx context.Context, repo *taugridv1.TauRepo
 	var secret corev1.Secret
 	if err := r.Get(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: f.SecretRef.Name}, &secret); err != nil {
 		if client.IgnoreNotFound(err) == nil {
-			return nil, fmt.Errorf("%w: %s/%s", errMissingSecret, repo.Namespace, f.SecretRef.Name)
+			return nil, fmt.Errorf("%w: %s/%s", gitsource.ErrMissingSecret, repo.Namespace, f.SecretRef.Name)
 		}
 		return nil, err
 	}
-	cfg := forge.Config{Type: forge.Type(f.Type), APIURL: f.APIURL, Token: string(secret.Data[SecretToken]),
+	cfg := forge.Config{Type: forge.Type(f.Type), APIURL: f.APIURL, Token: string(secret.Data[gitsource.SecretToken]),
 		HTTPClient: r.HTTPClient, Metrics: r.Metrics, Clock: r.Clock, CheckRuns: checkRuns, Buckets: r.Buckets}
 	if cfg.APIURL == "" {
 		cfg.APIURL = root

@@ -6,16 +6,18 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/gitsource"
 	"github.com/taugrid/taugrid/reconciler/forge"
+	"github.com/taugrid/taugrid/server"
 	"github.com/taugrid/taugrid/test/controlplane"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -68,7 +70,7 @@ func newGiteaFixture(t *testing.T, prefix string) *giteaFixture {
 	f.research.git("-C", f.research.work, "remote", "add", "gitea", g.PushURL(f.name))
 	f.push("main")
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "forge", Namespace: f.ns},
-		Data: map[string][]byte{SecretToken: []byte(g.Token)}}
+		Data: map[string][]byte{gitsource.SecretToken: []byte(g.Token)}}
 	if err := k8s.Create(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
@@ -367,7 +369,7 @@ func TestAGiteaWebhookAtTheReceiverPathNudgesAPoll(t *testing.T) {
 	f := newGiteaFixture(t, "fg3")
 	ctx := context.Background()
 	hookSecret := []byte("fg3-webhook-secret")
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: f.ns}, Data: map[string][]byte{SecretToken: hookSecret}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: f.ns}, Data: map[string][]byte{gitsource.SecretToken: hookSecret}}
 	if err := k8s.Create(ctx, secret); err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +381,7 @@ func TestAGiteaWebhookAtTheReceiverPathNudgesAPoll(t *testing.T) {
 	m := startManager(t)
 	defer m.stop()
 	mux := http.NewServeMux()
-	mux.Handle("POST /hooks/{id}", gitsource.NewWebhookHandler(&WebhookReceivers{Client: m.client, Forge: gitsource.ForgeGitHub},
+	mux.Handle("POST /hooks/{id}", gitsource.NewWebhookHandler(&server.WebhookReceivers{Client: m.client, Forge: gitsource.ForgeGitHub},
 		m.nudger, gitsource.WebhookOptions{}))
 	receiver := httptest.NewServer(mux)
 	defer receiver.Close()
@@ -407,7 +409,7 @@ func TestAGiteaWebhookAtTheReceiverPathNudgesAPoll(t *testing.T) {
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(f.repo), repo); err != nil {
 		t.Fatal(err)
 	}
-	if repo.Annotations[AnnotationNudge] == "" {
+	if repo.Annotations[taugridv1.AnnotationNudge] == "" {
 		t.Error("the run came without a nudge from the webhook")
 	}
 	t.Logf("tag pushed to Gitea -> TauRun through its webhook: %s", time.Since(start).Round(time.Millisecond))

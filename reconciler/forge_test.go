@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/gitsource"
 	"github.com/taugrid/taugrid/reconciler/forge"
 	"github.com/taugrid/taugrid/reconciler/forge/forgetest"
 	"github.com/taugrid/taugrid/render"
@@ -35,7 +36,7 @@ func newForgeFixture(t *testing.T, prefix string, typ forge.Type, secretToken st
 	t.Helper()
 	srv := forgetest.New(typ, forgeToken)
 	t.Cleanup(srv.Close)
-	return newForgeFixtureOn(t, prefix, srv, map[string][]byte{SecretToken: []byte(secretToken)}, false)
+	return newForgeFixtureOn(t, prefix, srv, map[string][]byte{gitsource.SecretToken: []byte(secretToken)}, false)
 }
 
 // newForgeFixtureOn reports to srv with a Secret holding data.
@@ -180,7 +181,7 @@ func TestAForgeOutageStillEndsWithTheFinalStatus(t *testing.T) {
 	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: f.ns, Name: "forge"}, secret); err != nil {
 		t.Fatal(err)
 	}
-	secret.Data[SecretToken] = []byte(forgeToken)
+	secret.Data[gitsource.SecretToken] = []byte(forgeToken)
 	if err := k8s.Update(context.Background(), secret); err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,6 @@ import (
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/gitsource"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -27,43 +25,6 @@ type Git interface {
 	ReadFile(ctx context.Context, r gitsource.Remote, ref, commit, path string) ([]byte, error)
 	Archive(ctx context.Context, r gitsource.Remote, ref, commit string) (*gitsource.Archive, error)
 	OpenArchive(digest string) (*os.File, error)
-}
-
-// Keys of a git credentials Secret.
-const (
-	SecretUsername   = "username"
-	SecretPassword   = "password"
-	SecretToken      = "token"
-	SecretIdentity   = "identity"
-	SecretPassphrase = "passphrase"
-	SecretKnownHosts = "known_hosts"
-	SecretCABundle   = "ca.crt"
-)
-
-// errMissingSecret is a terminal error: a human must create the Secret.
-var errMissingSecret = errors.New("credentials Secret not found")
-
-// remoteFor builds a gitsource.Remote from a git source and, when it names
-// one, its credentials Secret in namespace.
-func remoteFor(ctx context.Context, c client.Reader, namespace string, src taugridv1.GitSource) (gitsource.Remote, error) {
-	r := gitsource.Remote{URL: src.URL}
-	if src.SecretRef == nil {
-		return r, nil
-	}
-	var s corev1.Secret
-	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: src.SecretRef.Name}, &s); err != nil {
-		if client.IgnoreNotFound(err) == nil {
-			return r, fmt.Errorf("%w: %s/%s", errMissingSecret, namespace, src.SecretRef.Name)
-		}
-		return r, err
-	}
-	d := s.Data
-	r.Auth = gitsource.Credentials{
-		Username: string(d[SecretUsername]), Password: string(d[SecretPassword]), Token: string(d[SecretToken]),
-		SSHPrivateKey: d[SecretIdentity], SSHPassphrase: string(d[SecretPassphrase]),
-		KnownHosts: d[SecretKnownHosts], CABundle: d[SecretCABundle],
-	}
-	return r, nil
 }
 
 // GitFiles reads tau files of research repositories through gitsource. A
@@ -92,7 +53,7 @@ func (g *GitFiles) ReadFile(ctx context.Context, repo *taugridv1.TauRepository, 
 	if ok {
 		return data, nil
 	}
-	remote, err := remoteFor(ctx, g.Client, repo.Namespace, repo.Spec.GitSource)
+	remote, err := gitsource.RemoteFor(ctx, g.Client, repo.Namespace, repo.Spec.GitSource)
 	if err != nil {
 		return nil, err
 	}

@@ -16,6 +16,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/server"
 )
 
 // runningManager is a controller-runtime manager with TauGrid's
@@ -28,7 +29,7 @@ type runningManager struct {
 	// client is the manager's cached client, indexed as the controller's.
 	client client.Client
 	// nudger is the webhook path's nudger, on the manager's cached client.
-	nudger *AnnotationNudger
+	nudger *server.AnnotationNudger
 }
 
 func startManager(t testing.TB) *runningManager {
@@ -45,10 +46,10 @@ func startManager(t testing.TB) *runningManager {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, IndexRepositoryURL, RepositoryURL); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, server.IndexRepositoryURL, server.RepositoryURL); err != nil {
 		t.Fatal(err)
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, IndexWebhookPath, WebhookPathOf); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, server.IndexWebhookPath, server.WebhookPathOf); err != nil {
 		t.Fatal(err)
 	}
 	c, clk := mgr.GetClient(), clock.RealClock{}
@@ -64,7 +65,7 @@ func startManager(t testing.TB) *runningManager {
 			t.Fatal(err)
 		}
 	}
-	m := &runningManager{cancel: cancel, client: c, nudger: &AnnotationNudger{Client: c, Clock: clk}}
+	m := &runningManager{cancel: cancel, client: c, nudger: &server.AnnotationNudger{Client: c, Clock: clk}}
 	m.done.Add(1)
 	go func() {
 		defer m.done.Done()

@@ -27,11 +27,7 @@ import (
 
 // Labels and names for what the platform reconciler owns.
 const (
-	LabelPlatform        = "taugrid.dev/platform"
 	PlatformFieldManager = "taugrid-platform"
-	// AnnotationNudge is set by webhook intake to ask for a poll now; its
-	// value changes with every nudge.
-	AnnotationNudge = "taugrid.dev/nudged-at"
 )
 
 // Reasons of TauPlatform conditions and events.
@@ -101,7 +97,7 @@ func jitter(d time.Duration) time.Duration {
 // reconcileSource finds the commit the platform ref points at. Sets
 // Stalled (RefNotFound) or Ready=False (GitUnavailable) when it cannot.
 func (r *PlatformReconciler) reconcileSource(ctx context.Context, p *taugridv1.TauPlatform) (string, error) {
-	remote, err := remoteFor(ctx, r.Client, r.Policies.Namespace, p.Spec.GitSource)
+	remote, err := gitsource.RemoteFor(ctx, r.Client, r.Policies.Namespace, p.Spec.GitSource)
 	if err != nil {
 		r.setCondition(p, taugridv1.ConditionStalled, metav1.ConditionTrue, ReasonGitUnavailable, err.Error())
 		return "", nil
@@ -187,7 +183,7 @@ func (r *PlatformReconciler) applyQueues(ctx context.Context, p *taugridv1.TauPl
 		if labels == nil {
 			labels = map[string]string{}
 		}
-		labels[LabelPlatform] = p.Name
+		labels[taugridv1.LabelPlatform] = p.Name
 		labels[render.LabelManagedBy] = render.ManagedBy
 		u.SetLabels(labels)
 		if u.GetKind() == "Namespace" {
@@ -234,7 +230,7 @@ func (r *PlatformReconciler) checkOwner(ctx context.Context, u *unstructured.Uns
 	if err != nil {
 		return err
 	}
-	if owner := cur.GetLabels()[LabelPlatform]; owner != "" && owner != u.GetLabels()[LabelPlatform] {
+	if owner := cur.GetLabels()[taugridv1.LabelPlatform]; owner != "" && owner != u.GetLabels()[taugridv1.LabelPlatform] {
 		return fmt.Errorf("%s %s is managed by TauPlatform %s", u.GetKind(), qualifiedName(u), owner)
 	}
 	return nil
@@ -260,7 +256,7 @@ func (r *PlatformReconciler) prune(ctx context.Context, p *taugridv1.TauPlatform
 		}
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := r.List(ctx, list, client.MatchingLabels{LabelPlatform: p.Name}); err != nil {
+		if err := r.List(ctx, list, client.MatchingLabels{taugridv1.LabelPlatform: p.Name}); err != nil {
 			if apimeta.IsNoMatchError(err) {
 				continue
 			}

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/gitsource"
 	"github.com/taugrid/taugrid/render"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -65,7 +66,7 @@ func (s *PolicyStore) load(ctx context.Context, p *taugridv1.TauPlatform, commit
 	if ok {
 		return lp, nil
 	}
-	remote, err := remoteFor(ctx, s.Client, s.Namespace, p.Spec.GitSource)
+	remote, err := gitsource.RemoteFor(ctx, s.Client, s.Namespace, p.Spec.GitSource)
 	if err != nil {
 		return nil, err
 	}

@@ -145,7 +145,7 @@ func (p *PullRequests) openPulls(ctx context.Context, repo *taugridv1.TauReposit
 		}
 		return nil, err
 	}
-	cfg := forge.Config{Type: forge.Type(f.Type), APIURL: f.APIURL, Token: string(secret.Data[SecretToken])}
+	cfg := forge.Config{Type: forge.Type(f.Type), APIURL: f.APIURL, Token: string(secret.Data[gitsource.SecretToken])}
 	if fr := p.Forge; fr != nil {
 		cfg.HTTPClient, cfg.Metrics, cfg.Clock = fr.HTTPClient, fr.Metrics, fr.Clock
 		if cfg.APIURL == "" && cfg.Type == forge.GitHub {

@@ -9,6 +9,7 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/render"
+	"github.com/taugrid/taugrid/runs"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -27,8 +28,8 @@ const maxAhead = 3
 // queueState reads a workload's queue from the cache: its ClusterQueue and
 // its position among that queue's pending workloads. It makes no API calls
 // beyond the informers' lists.
-func (r *RunReconciler) queueState(ctx context.Context, wl *kueue.Workload) QueueState {
-	var q QueueState
+func (r *RunReconciler) queueState(ctx context.Context, wl *kueue.Workload) runs.QueueState {
+	var q runs.QueueState
 	lq := &kueue.LocalQueue{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: wl.Namespace, Name: string(wl.Spec.QueueName)}, lq); err != nil {
 		return q
@@ -253,9 +254,9 @@ func preemptions(run *taugridv1.TauRun) int {
 // queueDeadlines ends a waiting run that can never be admitted, or that
 // waited longer than its max_queue_time, releasing its place in the queue;
 // done reports that it did. Otherwise it says when to look again.
-func (r *RunReconciler) queueDeadlines(ctx context.Context, run *taugridv1.TauRun, ex Explanation) (done bool, after time.Duration, err error) {
+func (r *RunReconciler) queueDeadlines(ctx context.Context, run *taugridv1.TauRun, ex runs.Explanation) (done bool, after time.Duration, err error) {
 	msg := ""
-	if ex.Kind == WaitInfeasible {
+	if ex.Kind == runs.WaitInfeasible {
 		msg = ex.Short
 	} else {
 		plan, err := r.plan(ctx, run, len(run.Status.Attempts))

@@ -8,6 +8,7 @@ import (
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/render"
+	"github.com/taugrid/taugrid/runs"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -90,7 +91,7 @@ func TestAWaitingRunSaysItsPlaceWhoIsAheadAndWhatItNeeds(t *testing.T) {
 	})
 
 	// tau queue: the quota, then the runs holding it, then those waiting, in order.
-	rep, err := ReportQueue(context.Background(), k8s, f.ns)
+	rep, err := runs.ReportQueue(context.Background(), k8s, f.ns)
 	if err != nil {
 		t.Fatal(err)
 	}

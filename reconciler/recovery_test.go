@@ -229,7 +229,7 @@ func TestAFailedRunResumesOncePerRequest(t *testing.T) {
 
 	resume := func(v string) {
 		patch := client.MergeFrom(failed.DeepCopy())
-		failed.Annotations = map[string]string{AnnotationResume: v}
+		failed.Annotations = map[string]string{taugridv1.AnnotationResume: v}
 		if err := k8s.Patch(ctx, failed, patch); err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/gitsource"
 	"github.com/taugrid/taugrid/reconciler/forge"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -81,7 +82,7 @@ func (r *RefusalReporter) post(ctx context.Context, repo *taugridv1.TauRepositor
 	if err == nil {
 		return nil
 	}
-	if errors.Is(err, errMissingSecret) || forge.IsTerminal(err) {
+	if errors.Is(err, gitsource.ErrMissingSecret) || forge.IsTerminal(err) {
 		r.Recorder.Eventf(repo, nil, corev1.EventTypeWarning, ReasonForgeRejected, "PostStatus", "posting the refusal of %s: %s", rf.Ref, err)
 		return nil
 	}
@@ -100,7 +101,7 @@ func (r *RefusalReporter) unclaim(ctx context.Context, repo *taugridv1.TauReposi
 // RefusalStatus is the commit status of a refused ref: a failure in its
 // own context, saying which ref asked for what and why it will not run.
 func RefusalStatus(rf taugridv1.RefusedRef) forge.Status {
-	name := strings.TrimPrefix(strings.TrimPrefix(rf.Ref, RunRefPrefix), "refs/")
+	name := strings.TrimPrefix(strings.TrimPrefix(rf.Ref, taugridv1.RunRefPrefix), "refs/")
 	return forge.Status{
 		SHA:         rf.Commit,
 		Context:     forge.Shorten("tau/"+name, 100),

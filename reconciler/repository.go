@@ -11,6 +11,7 @@ import (
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/gitsource"
 	"github.com/taugrid/taugrid/render"
+	"github.com/taugrid/taugrid/runs"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -71,7 +72,7 @@ func (r *RepositoryReconciler) Reconcile(ctx context.Context, req reconcile.Requ
 	base := repo.DeepCopy()
 	defer func() {
 		repo.Status.ObservedGeneration = repo.Generation
-		repo.Status.LastHandledNudge = repo.Annotations[AnnotationNudge]
+		repo.Status.LastHandledNudge = repo.Annotations[taugridv1.AnnotationNudge]
 		if !equality.Semantic.DeepEqual(base.Status, repo.Status) {
 			if perr := r.Status().Patch(ctx, repo, client.MergeFrom(base)); perr != nil && err == nil {
 				err = perr
@@ -120,8 +121,8 @@ func (r *RepositoryReconciler) reconcileAccess(ctx context.Context, repo *taugri
 		r.stall(repo, ReasonInvalidTrigger, err.Error())
 		return gitsource.Remote{}, false, nil
 	}
-	remote, err := remoteFor(ctx, r.Client, repo.Namespace, repo.Spec.GitSource)
-	if errors.Is(err, errMissingSecret) {
+	remote, err := gitsource.RemoteFor(ctx, r.Client, repo.Namespace, repo.Spec.GitSource)
+	if errors.Is(err, gitsource.ErrMissingSecret) {
 		r.stall(repo, ReasonMissingSecret, err.Error())
 		return gitsource.Remote{}, false, nil
 	}
@@ -264,13 +265,13 @@ func newRun(repo *taugridv1.TauRepository, ev gitsource.Event) *taugridv1.TauRun
 	}
 	return &taugridv1.TauRun{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      RunName(repo.Name, ev.Ref, ev.Commit, target),
+			Name:      runs.RunName(repo.Name, ev.Ref, ev.Commit, target),
 			Namespace: repo.Namespace,
 			Labels: map[string]string{
 				render.LabelRepository: repo.Name,
 				render.LabelManagedBy:  render.ManagedBy,
-				LabelRefHash:           RefHash(ev.Ref),
-				LabelCommit:            ev.Commit,
+				taugridv1.LabelRefHash: runs.RefHash(ev.Ref),
+				taugridv1.LabelCommit:  ev.Commit,
 			},
 		},
 		Spec: taugridv1.TauRunSpec{
@@ -285,13 +286,13 @@ func newRun(repo *taugridv1.TauRepository, ev gitsource.Event) *taugridv1.TauRun
 
 // cancelRuns marks every unfinished run of a deleted ref for cancellation.
 func (r *RepositoryReconciler) cancelRuns(ctx context.Context, repo *taugridv1.TauRepository, ev gitsource.Event) error {
-	var runs taugridv1.TauRunList
-	if err := r.List(ctx, &runs, client.InNamespace(repo.Namespace), client.MatchingLabels{
-		render.LabelRepository: repo.Name, LabelRefHash: RefHash(ev.Ref), LabelCommit: ev.Commit}); err != nil {
+	var list taugridv1.TauRunList
+	if err := r.List(ctx, &list, client.InNamespace(repo.Namespace), client.MatchingLabels{
+		render.LabelRepository: repo.Name, taugridv1.LabelRefHash: runs.RefHash(ev.Ref), taugridv1.LabelCommit: ev.Commit}); err != nil {
 		return err
 	}
-	for i := range runs.Items {
-		run := &runs.Items[i]
+	for i := range list.Items {
+		run := &list.Items[i]
 		if run.Spec.Cancel || run.Status.Phase.Final() {
 			continue
 		}

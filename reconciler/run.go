@@ -14,6 +14,7 @@ import (
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/gitsource"
 	"github.com/taugrid/taugrid/render"
+	"github.com/taugrid/taugrid/runs"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -174,21 +176,16 @@ func (r *RunReconciler) patchStatus(ctx context.Context, base, run *taugridv1.Ta
 	return client.IgnoreNotFound(r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})))
 }
 
-// AnnotationResume asks a failed run to resume: a new attempt, from the
-// run's latest complete checkpoint, whatever its retry policy says. Each new
-// value resumes once (tau resume sets the time).
-const AnnotationResume = "taugrid.dev/resume"
-
 // resumeRequested reports an unhandled resume request on a failed run.
 func resumeRequested(run *taugridv1.TauRun) bool {
-	v := run.Annotations[AnnotationResume]
+	v := run.Annotations[taugridv1.AnnotationResume]
 	return v != "" && v != run.Status.LastHandledResume && run.Status.Phase == taugridv1.PhaseFailed && !run.Spec.Cancel &&
 		len(run.Status.Attempts) > 0 // a run that never ran has nothing to resume: it was invalid
 }
 
 // reopen takes a failed run back to Pending for its next attempt.
 func (r *RunReconciler) reopen(run *taugridv1.TauRun) {
-	run.Status.LastHandledResume = run.Annotations[AnnotationResume]
+	run.Status.LastHandledResume = run.Annotations[taugridv1.AnnotationResume]
 	run.Status.Workload = nil
 	apimeta.RemoveStatusCondition(&run.Status.Conditions, taugridv1.ConditionStalled)
 	msg := fmt.Sprintf("resuming by request: attempt %d", len(run.Status.Attempts)+1)
@@ -401,15 +398,15 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 	if preempted {
 		p.Phase = taugridv1.PhaseFailed
 	}
-	var wait *Explanation
-	var queue QueueState
+	var wait *runs.Explanation
+	var queue runs.QueueState
 	var recheck time.Duration // when a queue or start deadline falls due
 	switch p.Phase {
 	case taugridv1.PhaseQueued:
 		if obs.Workload != nil {
 			queue = r.queueState(ctx, obs.Workload)
 		}
-		ex := ExplainWait(obs.Workload, queue)
+		ex := runs.ExplainWait(obs.Workload, queue)
 		wait, p.Message = &ex, ex.Short
 		if done, after, err := r.queueDeadlines(ctx, run, ex); done || err != nil {
 			return reconcile.Result{}, err
@@ -451,7 +448,7 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 	if wait != nil {
 		w.Reason = wait.Long
 		if queue.Position > 0 {
-			w.Position = ptrTo(int32(queue.Position))
+			w.Position = ptr.To(int32(queue.Position))
 		}
 	}
 	if obs.Workload != nil {

@@ -338,7 +338,7 @@ func TestAGPUFaultIsRetriedOffTheFaultyNodeAndAUserErrorIsNot(t *testing.T) {
 	if err := k8s.Create(ctx, bad); err != nil {
 		t.Fatal(err)
 	}
-	bad.Status.Conditions = []corev1.NodeCondition{{Type: gpuHealthyCondition, Status: corev1.ConditionFalse, Reason: "XID", Message: "GPU 2: XID 79"}}
+	bad.Status.Conditions = []corev1.NodeCondition{{Type: taugridv1.ConditionGPUHealthy, Status: corev1.ConditionFalse, Reason: "XID", Message: "GPU 2: XID 79"}}
 	if err := k8s.Status().Update(ctx, bad); err != nil {
 		t.Fatal(err)
 	}

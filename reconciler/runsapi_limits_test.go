@@ -3,7 +3,6 @@ package reconciler
 import (
 	"bufio"
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,8 +13,8 @@ import (
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/render"
+	"github.com/taugrid/taugrid/server"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -74,14 +73,14 @@ func newAPILimitsFixture(t testing.TB, maxFollows int) *apiLimitsFixture {
 		}
 	}
 	for name, ns := range map[string]string{"token-a": tenant, "token-b": tenant, "token-other": "someone-else"} {
-		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tokens, Name: name, Labels: map[string]string{LabelAPIToken: "true"}},
-			Data: map[string][]byte{APITokenKey: []byte(name + "-value"), APINamespaceKey: []byte(ns)}}
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tokens, Name: name, Labels: map[string]string{taugridv1.LabelAPIToken: "true"}},
+			Data: map[string][]byte{taugridv1.APITokenKey: []byte(name + "-value"), taugridv1.APINamespaceKey: []byte(ns)}}
 		if err := k8s.Create(ctx, s); err != nil {
 			t.Fatal(err)
 		}
 	}
-	api := &RunsAPI{Client: k8s, Logs: f.logs, MaxFollows: maxFollows,
-		Tokens: &Tokens{Reader: k8s, Namespace: tokens, Clock: clock.RealClock{}}}
+	api := &server.RunsAPI{Client: k8s, Logs: f.logs, MaxFollows: maxFollows,
+		Tokens: &server.Tokens{Reader: k8s, Namespace: tokens, Clock: clock.RealClock{}}}
 	f.srv = httptest.NewServer(api.Handler())
 	t.Cleanup(f.srv.Close)
 	return f
@@ -189,32 +188,4 @@ func createNamespace(t testing.TB, prefix string) string {
 		t.Fatal(err)
 	}
 	return ns.Name
-}
-
-func TestEventListsAreReadInBoundedPages(t *testing.T) {
-	integration(t)
-	ns := createNamespace(t, "events-")
-	ctx := context.Background()
-	for i := range 25 {
-		regarding := fmt.Sprintf("run-7-pod-%d", i)
-		if i%5 == 0 {
-			regarding = fmt.Sprintf("other-%d", i)
-		}
-		e := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("%s.%03d", regarding, i)},
-			EventTime: metav1.NewMicroTime(time.Date(2026, 12, 1, 8, 0, i, 0, time.UTC)), ReportingController: "kubelet",
-			ReportingInstance: "n1", Action: "Started", Reason: "Started", Type: corev1.EventTypeNormal,
-			Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: ns, Name: regarding}}
-		if err := k8s.Create(ctx, e); err != nil {
-			t.Fatal(err)
-		}
-	}
-	keep := func(e *eventsv1.Event) bool { return strings.HasPrefix(e.Regarding.Name, "run-7") }
-	got, complete, err := listEvents(ctx, k8s, ns, 10, 2, keep)
-	if err != nil || complete || len(got) > 20 {
-		t.Errorf("two pages of 10: %d events, complete %v (%v); want at most 20 read, incomplete", len(got), complete, err)
-	}
-	got, complete, err = listEvents(ctx, k8s, ns, 10, 3, keep)
-	if err != nil || !complete || len(got) != 20 {
-		t.Errorf("three pages of 10: %d events, complete %v (%v); want the 20 about run-7, complete", len(got), complete, err)
-	}
 }

@@ -13,6 +13,7 @@ import (
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/render"
+	"github.com/taugrid/taugrid/server"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -38,8 +39,8 @@ func newSourceFixture(t *testing.T, prefix string) *sourceFixture {
 	f := newRunFixture(t, prefix)
 	srv := httptest.NewServer(nil)
 	t.Cleanup(srv.Close)
-	sources := &Sources{Client: k8s, Git: gitClient, BaseURL: srv.URL, FetchImage: "ghcr.io/taugrid/tau:v0.1.0",
-		Reviewer: KubeTokenReviewer{Client: k8s}, APIReader: k8s}
+	sources := &server.Sources{Client: k8s, Git: gitClient, BaseURL: srv.URL, FetchImage: "ghcr.io/taugrid/tau:v0.1.0",
+		Reviewer: server.KubeTokenReviewer{Client: k8s}, APIReader: k8s}
 	srv.Config.Handler = sources
 	f.runRec.Sources = sources
 

@@ -22,12 +22,6 @@ import (
 // key, so it submits nothing.
 const ReasonSignatureRefused = "SignatureRefused"
 
-// AnnotationSignature carries the repository reconciler's signature check
-// to the run reconciler, which records it as status.signature before
-// anything is submitted. It is written when the TauRun is created, so the
-// run reconciler's first look at the run already has it.
-const AnnotationSignature = "taugrid.dev/signature"
-
 // SecretRevokedKeys is the value of a verification Secret that lists
 // revoked keys rather than allowed ones.
 const SecretRevokedKeys = "revoked_keys"
@@ -64,7 +58,7 @@ func (r *RepositoryReconciler) verifySignature(ctx context.Context, repo *taugri
 	if run.Annotations == nil {
 		run.Annotations = map[string]string{}
 	}
-	run.Annotations[AnnotationSignature] = string(data)
+	run.Annotations[taugridv1.AnnotationSignature] = string(data)
 	if !sig.Verified {
 		r.Recorder.Eventf(repo, nil, corev1.EventTypeWarning, ReasonSignatureRefused, "Verify", "%s", sig.Reason)
 	}
@@ -86,7 +80,7 @@ func (r *RepositoryReconciler) checkSignature(ctx context.Context, repo *taugrid
 	if !ok {
 		return refused(ev.Ref, object, errors.New("this controller's git client cannot verify signatures")), nil
 	}
-	remote, err := remoteFor(ctx, r.Client, repo.Namespace, repo.Spec.GitSource)
+	remote, err := gitsource.RemoteFor(ctx, r.Client, repo.Namespace, repo.Spec.GitSource)
 	if err != nil {
 		return taugridv1.SignatureStatus{}, err
 	}
@@ -185,7 +179,7 @@ func keyRingOf(mode string, data map[string][]byte) (*gitsource.KeyRing, error) 
 // run was refused. Sets Stalled and Ready=False on refusal.
 func (r *RunReconciler) reconcileSignature(ctx context.Context, run *taugridv1.TauRun) (bool, error) {
 	if run.Status.Signature == nil {
-		if raw, ok := run.Annotations[AnnotationSignature]; ok {
+		if raw, ok := run.Annotations[taugridv1.AnnotationSignature]; ok {
 			sig := &taugridv1.SignatureStatus{}
 			if err := json.Unmarshal([]byte(raw), sig); err != nil {
 				sig = &taugridv1.SignatureStatus{Reason: fmt.Sprintf("refused: %s: the signature check recorded on the run does not parse", run.Spec.Trigger.Ref)}

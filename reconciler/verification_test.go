@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	clocktesting "k8s.io/utils/clock/testing"
 	"strings"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/google/go-cmp/cmp"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"

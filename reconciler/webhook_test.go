@@ -16,6 +16,7 @@ import (
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/gitsource"
+	"github.com/taugrid/taugrid/server"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -56,7 +57,7 @@ func newCachedRepos(t *testing.T) *cachedRepos {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.IndexField(ctx, &taugridv1.TauRepository{}, IndexWebhookPath, WebhookPathOf); err != nil {
+	if err := c.IndexField(ctx, &taugridv1.TauRepository{}, server.IndexWebhookPath, server.WebhookPathOf); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.GetInformer(ctx, &taugridv1.TauRepository{}); err != nil {
@@ -75,7 +76,7 @@ func (c *cachedRepos) waitForPath(t *testing.T, path string) {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		var l taugridv1.TauRepositoryList
-		if err := c.repos.List(context.Background(), &l, client.MatchingFields{IndexWebhookPath: path}); err == nil && len(l.Items) == 1 {
+		if err := c.repos.List(context.Background(), &l, client.MatchingFields{server.IndexWebhookPath: path}); err == nil && len(l.Items) == 1 {
 			return
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -92,7 +93,7 @@ func (c *countNudges) Nudge(context.Context, string) error { c.n.Add(1); return 
 func webhookRepo(t *testing.T, f *runFixture, name, secret string) string {
 	t.Helper()
 	ctx := context.Background()
-	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}, Data: map[string][]byte{SecretToken: []byte(secret)}}
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}, Data: map[string][]byte{gitsource.SecretToken: []byte(secret)}}
 	repo := &taugridv1.TauRepository{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns},
 		Spec: taugridv1.TauRepositorySpec{GitSource: taugridv1.GitSource{URL: "https://git.example.com/" + name + ".git"}, Platform: "none",
 			Interval: metav1.Duration{Duration: time.Minute}, Webhook: &taugridv1.Webhook{SecretRef: taugridv1.LocalObjectReference{Name: name}}}}
@@ -107,7 +108,7 @@ func webhookRepo(t *testing.T, f *runFixture, name, secret string) string {
 	if err := k8s.Get(ctx, client.ObjectKeyFromObject(repo), repo); err != nil {
 		t.Fatal(err)
 	}
-	want := WebhookPathPrefix + gitsource.WebhookID(f.ns, name, []byte(secret))
+	want := taugridv1.WebhookPathPrefix + gitsource.WebhookID(f.ns, name, []byte(secret))
 	if repo.Status.WebhookPath != want {
 		t.Fatalf("status.webhookPath = %q, want %q", repo.Status.WebhookPath, want)
 	}
@@ -149,7 +150,7 @@ func TestWebhookReceiversFindRepositoriesByTheirPublishedPath(t *testing.T) {
 	}
 	nudges := &countNudges{}
 	clients := atomic.Int32{}
-	h := gitsource.NewWebhookHandler(&WebhookReceivers{Client: reads, Forge: gitsource.ForgeGitHub}, nudges,
+	h := gitsource.NewWebhookHandler(&server.WebhookReceivers{Client: reads, Forge: gitsource.ForgeGitHub}, nudges,
 		gitsource.WebhookOptions{ClientKey: func(r *http.Request) string {
 			if r.RemoteAddr == "192.0.2.1:443" {
 				return "forge"
@@ -170,7 +171,7 @@ func TestWebhookReceiversFindRepositoriesByTheirPublishedPath(t *testing.T) {
 					if i%2 == 1 {
 						id = fmt.Sprintf("not-hex-%d", i)
 					}
-					req := httptest.NewRequest(http.MethodPost, WebhookPathPrefix+id, strings.NewReader("{}"))
+					req := httptest.NewRequest(http.MethodPost, taugridv1.WebhookPathPrefix+id, strings.NewReader("{}"))
 					req.RemoteAddr = "203.0.113.9:1234"
 					if serveHook(h, req) == http.StatusNotFound {
 						notFound.Add(1)
@@ -195,7 +196,7 @@ func TestWebhookReceiversFindRepositoriesByTheirPublishedPath(t *testing.T) {
 	t.Run("forged signatures on a known ID are bounded per client", func(t *testing.T) {
 		// The handler as the controller builds it: clients are addresses.
 		// A still clock: no budget is earned back during the flood.
-		fh := gitsource.NewWebhookHandler(&WebhookReceivers{Client: reads, Forge: gitsource.ForgeGitHub}, nudges,
+		fh := gitsource.NewWebhookHandler(&server.WebhookReceivers{Client: reads, Forge: gitsource.ForgeGitHub}, nudges,
 			gitsource.WebhookOptions{Clock: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))})
 		before := reads.n.Load()
 		limited := 0
@@ -217,7 +218,7 @@ func TestWebhookReceiversFindRepositoriesByTheirPublishedPath(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "hooked-3"}, s); err != nil {
 			t.Fatal(err)
 		}
-		s.Data[SecretToken] = []byte("rotated")
+		s.Data[gitsource.SecretToken] = []byte("rotated")
 		if err := k8s.Update(ctx, s); err != nil {
 			t.Fatal(err)
 		}
@@ -235,7 +236,7 @@ func TestWebhookReceiversFindRepositoriesByTheirPublishedPath(t *testing.T) {
 		if _, err := f.repos.Reconcile(ctx, requestFor(repo)); err != nil {
 			t.Fatal(err)
 		}
-		fresh := WebhookPathPrefix + gitsource.WebhookID(f.ns, "hooked-3", []byte("rotated"))
+		fresh := taugridv1.WebhookPathPrefix + gitsource.WebhookID(f.ns, "hooked-3", []byte("rotated"))
 		reads.waitForPath(t, fresh)
 		if code := serveHook(h, signedPush(fresh, "rotated", "d-3")); code != http.StatusAccepted {
 			t.Errorf("a delivery to the new path got %d, want 202", code)

@@ -10,6 +10,8 @@ import (
 	"github.com/taugrid/taugrid/evidence"
 	"github.com/taugrid/taugrid/gitsource"
 	"github.com/taugrid/taugrid/reconciler"
+	"github.com/taugrid/taugrid/runs"
+	"github.com/taugrid/taugrid/server"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -42,7 +44,7 @@ func evidenceFlags(fs *flag.FlagSet, o *evidenceOptions) {
 
 // setupEvidence builds the evidence store, the recorder the run reconciler
 // calls, the page server and the retention pruner.
-func setupEvidence(mgr manager.Manager, cfg *rest.Config, git *gitsource.Client, sources *reconciler.Sources, policies *reconciler.PolicyStore, o options) (*reconciler.EvidenceRecorder, error) {
+func setupEvidence(mgr manager.Manager, cfg *rest.Config, git *gitsource.Client, sources *server.Sources, policies *reconciler.PolicyStore, o options) (*reconciler.EvidenceRecorder, error) {
 	eo := o.evidence
 	store, err := evidenceStore(eo)
 	if err != nil {
@@ -65,7 +67,7 @@ func setupEvidence(mgr manager.Manager, cfg *rest.Config, git *gitsource.Client,
 		return nil, err
 	}
 	c := mgr.GetClient()
-	rec := &reconciler.EvidenceRecorder{Links: links, Client: c, APIReader: mgr.GetAPIReader(), Logs: reconciler.PodLogs{Pods: cs.CoreV1()},
+	rec := &reconciler.EvidenceRecorder{Links: links, Client: c, APIReader: mgr.GetAPIReader(), Logs: runs.PodLogs{Pods: cs.CoreV1()},
 		Files: &reconciler.GitFiles{Client: c, Git: git}, Policies: policies,
 		Sources: sources, Store: store, Clock: clock.RealClock{}, Recorder: mgr.GetEventRecorder("tau-evidence"), Metrics: metrics, URL: eo.url}
 	if retention != (evidence.Retention{}) {
@@ -76,8 +78,8 @@ func setupEvidence(mgr manager.Manager, cfg *rest.Config, git *gitsource.Client,
 	if eo.addr != "0" {
 		// The runs API's tokens: a team's token reads its own evidence.
 		page := &evidence.Server{Store: store, Runs: &reconciler.EvidenceRuns{Client: c}, Log: ctrl.Log.WithName("evidence"),
-			Links: links, Tokens: &reconciler.Tokens{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Clock: clock.RealClock{}}}
-		srv := reconciler.NewServer(eo.addr, page.Handler())
+			Links: links, Tokens: &server.Tokens{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Clock: clock.RealClock{}}}
+		srv := server.NewServer(eo.addr, page.Handler())
 		if err := mgr.Add(httpRunnable{srv}); err != nil {
 			return nil, err
 		}

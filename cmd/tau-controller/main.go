@@ -17,6 +17,8 @@ import (
 	"github.com/taugrid/taugrid/gitsource"
 	"github.com/taugrid/taugrid/reconciler"
 	"github.com/taugrid/taugrid/reconciler/forge"
+	"github.com/taugrid/taugrid/runs"
+	"github.com/taugrid/taugrid/server"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -107,8 +109,8 @@ func run(ctx context.Context, o options) error {
 	}
 	// One source server: the run reconciler builds archives, the HTTP
 	// server hands them to pods.
-	sources := &reconciler.Sources{Client: mgr.GetClient(), Git: git, BaseURL: o.sourceURL, FetchImage: o.fetchImage,
-		Reviewer: reconciler.KubeTokenReviewer{Client: mgr.GetClient()}, APIReader: mgr.GetAPIReader()}
+	sources := &server.Sources{Client: mgr.GetClient(), Git: git, BaseURL: o.sourceURL, FetchImage: o.fetchImage,
+		Reviewer: server.KubeTokenReviewer{Client: mgr.GetClient()}, APIReader: mgr.GetAPIReader()}
 	policies := &reconciler.PolicyStore{Client: mgr.GetClient(), Git: git, Namespace: o.namespace}
 	ev, err := setupEvidence(mgr, cfg, git, sources, policies, o)
 	if err != nil {
@@ -139,14 +141,14 @@ func run(ctx context.Context, o options) error {
 	return mgr.Start(ctx)
 }
 
-func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.Client, sources *reconciler.Sources, policies *reconciler.PolicyStore,
+func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.Client, sources *server.Sources, policies *reconciler.PolicyStore,
 	ev *reconciler.EvidenceRecorder, o options) error {
 	c := mgr.GetClient()
 	clk := clock.RealClock{}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, reconciler.IndexRepositoryURL, reconciler.RepositoryURL); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, server.IndexRepositoryURL, server.RepositoryURL); err != nil {
 		return err
 	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, reconciler.IndexWebhookPath, reconciler.WebhookPathOf); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, server.IndexWebhookPath, server.WebhookPathOf); err != nil {
 		return err
 	}
 	forgeMetrics, err := forge.NewMetrics(crmetrics.Registry)
@@ -201,27 +203,27 @@ func setupJanitor(mgr manager.Manager, o options) error {
 
 // setupServers adds the webhook receiver and the source archive server as
 // manager runnables, so they start and stop with it.
-func setupServers(mgr manager.Manager, sources *reconciler.Sources, clientset kubernetes.Interface, o options) error {
+func setupServers(mgr manager.Manager, sources *server.Sources, clientset kubernetes.Interface, o options) error {
 	c := mgr.GetClient()
-	webhookMetrics, err := reconciler.NewWebhookMetrics(crmetrics.Registry)
+	webhookMetrics, err := server.NewWebhookMetrics(crmetrics.Registry)
 	if err != nil {
 		return err
 	}
-	nudger := &reconciler.AnnotationNudger{Client: c, Clock: clock.RealClock{}}
+	nudger := &server.AnnotationNudger{Client: c, Clock: clock.RealClock{}}
 	hooks := http.NewServeMux()
-	hooks.Handle("POST "+reconciler.WebhookPathPrefix+"{id}", webhookMetrics.Wrap(gitsource.NewWebhookHandler(
-		&reconciler.WebhookReceivers{Client: c, Forge: gitsource.ForgeGitHub}, nudger,
+	hooks.Handle("POST "+taugridv1.WebhookPathPrefix+"{id}", webhookMetrics.Wrap(gitsource.NewWebhookHandler(
+		&server.WebhookReceivers{Client: c, Forge: gitsource.ForgeGitHub}, nudger,
 		gitsource.WebhookOptions{Log: ctrl.Log.WithName("webhook")})))
 	servers := []*http.Server{
 		gitsource.NewWebhookServer(o.webhookAddr, hooks),
-		reconciler.NewServer(o.sourceAddr, sources), // archives stream: each write has its own deadline
+		server.NewServer(o.sourceAddr, sources), // archives stream: each write has its own deadline
 	}
 	if o.apiAddr != "0" {
-		api := &reconciler.RunsAPI{Client: c, APIReader: mgr.GetAPIReader(), Logs: reconciler.PodLogs{Pods: clientset.CoreV1()},
-			Tokens: &reconciler.Tokens{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Clock: clock.RealClock{}}, Nudger: nudger}
+		api := &server.RunsAPI{Client: c, APIReader: mgr.GetAPIReader(), Logs: runs.PodLogs{Pods: clientset.CoreV1()},
+			Tokens: &server.Tokens{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Clock: clock.RealClock{}}, Nudger: nudger}
 		// Followed logs stream for as long as the pod runs: each write has
 		// its own deadline, and a token follows only so many at once.
-		servers = append(servers, reconciler.NewServer(o.apiAddr, api.Handler()))
+		servers = append(servers, server.NewServer(o.apiAddr, api.Handler()))
 	}
 	for _, s := range servers {
 		if err := mgr.Add(httpRunnable{s}); err != nil {

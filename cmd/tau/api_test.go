@@ -20,8 +20,9 @@ import (
 	"github.com/spf13/cobra"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/gitsource/gittest"
-	"github.com/taugrid/taugrid/reconciler"
 	"github.com/taugrid/taugrid/render"
+	"github.com/taugrid/taugrid/runs"
+	"github.com/taugrid/taugrid/server"
 	"github.com/taugrid/taugrid/test/controlplane"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -69,17 +70,17 @@ func newAPIFixture(t *testing.T) *apiFixture {
 	ref := RunRefPrefix + "r-20261130-101500-3f9a2c"
 	commit := strings.Repeat("c", 40)
 	run := &taugridv1.TauRun{
-		ObjectMeta: metav1.ObjectMeta{Name: reconciler.RunName("research", ref, commit, "default"), Namespace: "team-a",
-			Labels: map[string]string{reconciler.LabelRefHash: reconciler.RefHash(ref)}},
+		ObjectMeta: metav1.ObjectMeta{Name: runs.RunName("research", ref, commit, "default"), Namespace: "team-a",
+			Labels: map[string]string{taugridv1.LabelRefHash: runs.RefHash(ref)}},
 		Spec: taugridv1.TauRunSpec{Repository: "research", Commit: commit, Target: "default",
 			Trigger: taugridv1.Trigger{Kind: taugridv1.TriggerRunRef, Ref: ref, Requester: "alice@example.com"}},
 	}
 	objs := []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "tau-system"}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "team-a-token", Namespace: "tau-system", Labels: map[string]string{reconciler.LabelAPIToken: "true"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "team-a-token", Namespace: "tau-system", Labels: map[string]string{taugridv1.LabelAPIToken: "true"}},
 			Data: map[string][]byte{"token": []byte("team-a-token-value"), "namespace": []byte("team-a")}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "team-b-token", Namespace: "tau-system", Labels: map[string]string{reconciler.LabelAPIToken: "true"}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "team-b-token", Namespace: "tau-system", Labels: map[string]string{taugridv1.LabelAPIToken: "true"}},
 			Data: map[string][]byte{"token": []byte("team-b-token-value"), "namespace": []byte("team-b")}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hf", Namespace: "team-a"}, Data: map[string][]byte{"token": []byte(leakedSecret)}},
 		run,
@@ -121,8 +122,8 @@ func newAPIFixture(t *testing.T) *apiFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	api := &reconciler.RunsAPI{Client: c, Logs: reconciler.PodLogs{Pods: cs.CoreV1()},
-		Tokens: &reconciler.Tokens{Reader: c, Namespace: "tau-system", Clock: clock.RealClock{}}, Nudger: &reconciler.AnnotationNudger{Client: c, Clock: clock.RealClock{}}}
+	api := &server.RunsAPI{Client: c, Logs: runs.PodLogs{Pods: cs.CoreV1()},
+		Tokens: &server.Tokens{Reader: c, Namespace: "tau-system", Clock: clock.RealClock{}}, Nudger: &server.AnnotationNudger{Client: c, Clock: clock.RealClock{}}}
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	t.Setenv("TAU_TOKEN", "team-a-token-value")
@@ -379,8 +380,8 @@ func standInController(ctx context.Context, c client.Client, r *researcher, comm
 		}
 	}
 	run := &taugridv1.TauRun{
-		ObjectMeta: metav1.ObjectMeta{Name: reconciler.RunName("research", ref, commit, "default"), Namespace: "team-a",
-			Labels: map[string]string{reconciler.LabelRefHash: reconciler.RefHash(ref)}},
+		ObjectMeta: metav1.ObjectMeta{Name: runs.RunName("research", ref, commit, "default"), Namespace: "team-a",
+			Labels: map[string]string{taugridv1.LabelRefHash: runs.RefHash(ref)}},
 		Spec: taugridv1.TauRunSpec{Repository: "research", Commit: commit, Target: "default",
 			Trigger: taugridv1.Trigger{Kind: taugridv1.TriggerRunRef, Ref: ref}},
 	}

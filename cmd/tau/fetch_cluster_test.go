@@ -11,6 +11,7 @@ import (
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/reconciler"
 	"github.com/taugrid/taugrid/render"
+	"github.com/taugrid/taugrid/server"
 	"github.com/taugrid/taugrid/test/controlplane"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -81,10 +82,10 @@ func TestFetchSourceWithTheInitContainersTokenEndToEnd(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte(tr.Status.Token+"\n"), 0o400); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(&reconciler.Sources{Client: c, Git: cachedArchive{path: filepath.Join(dir, "archive.tar.gz")},
-		Reviewer: reconciler.KubeTokenReviewer{Client: c}, APIReader: c})
+	srv := httptest.NewServer(&server.Sources{Client: c, Git: cachedArchive{path: filepath.Join(dir, "archive.tar.gz")},
+		Reviewer: server.KubeTokenReviewer{Client: c}, APIReader: c})
 	defer srv.Close()
-	url := srv.URL + reconciler.SourcePathPrefix + "team-a/" + run.Name + "/" + sum + ".tar.gz"
+	url := srv.URL + server.SourcePathPrefix + "team-a/" + run.Name + "/" + sum + ".tar.gz"
 
 	dest := filepath.Join(dir, "source")
 	out, _, err := tau(t, "fetch-source", "--url="+url, "--sha256="+sum, "--dest="+dest, "--token-file="+tokenFile)

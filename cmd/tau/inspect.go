@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
-	"github.com/taugrid/taugrid/reconciler"
+	"github.com/taugrid/taugrid/runs"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -66,7 +66,7 @@ func newDiagnoseCmd() *cobra.Command {
 	return cmd
 }
 
-func printDiagnosis(w io.Writer, d *reconciler.Diagnosis) {
+func printDiagnosis(w io.Writer, d *runs.Diagnosis) {
 	fmt.Fprintf(w, "Run %s/%s: %s at %.12s\n", d.Namespace, d.Run, d.Target, d.Commit)
 	fmt.Fprintf(w, "  phase: %s", orDash(string(d.Phase)))
 	if d.Message != "" {
@@ -156,7 +156,7 @@ func resumeRun(ctx context.Context, k *kubeSource, id string, out io.Writer) err
 	if run.Annotations == nil {
 		run.Annotations = map[string]string{}
 	}
-	run.Annotations[reconciler.AnnotationResume] = clk.Now().UTC().Format(time.RFC3339Nano)
+	run.Annotations[taugridv1.AnnotationResume] = clk.Now().UTC().Format(time.RFC3339Nano)
 	if err := k.c.Patch(ctx, run, patch); err != nil {
 		return k.wrap(err)
 	}

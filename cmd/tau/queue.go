@@ -7,7 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"github.com/taugrid/taugrid/reconciler"
+	"github.com/taugrid/taugrid/runs"
 )
 
 func newQueueCmd() *cobra.Command {
@@ -38,7 +38,7 @@ func newQueueCmd() *cobra.Command {
 	return cmd
 }
 
-func printQueue(w io.Writer, rep *reconciler.QueueReport) {
+func printQueue(w io.Writer, rep *runs.QueueReport) {
 	for _, q := range rep.Queues {
 		fmt.Fprintf(w, "Queue %s → ClusterQueue %s", q.LocalQueue, q.ClusterQueue)
 		if q.Cohort != "" {

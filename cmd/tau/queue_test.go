@@ -5,14 +5,14 @@ import (
 	"testing"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
-	"github.com/taugrid/taugrid/reconciler"
+	"github.com/taugrid/taugrid/runs"
 )
 
 func TestTheQueueTable(t *testing.T) {
-	rep := &reconciler.QueueReport{SchemaVersion: 1, Namespace: "team-a",
-		Queues: []reconciler.QueueView{{LocalQueue: "runs", ClusterQueue: "team-a", Cohort: "research", Pending: 2, Admitted: 1,
-			Quota: []reconciler.QuotaView{{Flavor: "h200", Resource: "nvidia.com/gpu", Nominal: "8", BorrowingLimit: "8", InUse: "16", Borrowed: "8"}}}},
-		Runs: []reconciler.QueuedRun{
+	rep := &runs.QueueReport{SchemaVersion: 1, Namespace: "team-a",
+		Queues: []runs.QueueView{{LocalQueue: "runs", ClusterQueue: "team-a", Cohort: "research", Pending: 2, Admitted: 1,
+			Quota: []runs.QuotaView{{Flavor: "h200", Resource: "nvidia.com/gpu", Nominal: "8", BorrowingLimit: "8", InUse: "16", Borrowed: "8"}}}},
+		Runs: []runs.QueuedRun{
 			{Run: "research-1", Ref: RunRefPrefix + "r-1", Queue: "runs", Phase: taugridv1.PhaseRunning, Message: "running"},
 			{Run: "research-2", Ref: RunRefPrefix + "r-2", Queue: "runs", Phase: taugridv1.PhaseQueued, Position: 1,
 				Message: "queued #1 of 2 in team-a: needs 8 more nvidia.com/gpu (h200); team-a uses 16/8 (8 borrowed)"},

@@ -17,7 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
-	"github.com/taugrid/taugrid/reconciler"
+	"github.com/taugrid/taugrid/runs"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -35,8 +35,8 @@ type runSource interface {
 	List(ctx context.Context) ([]taugridv1.TauRun, error)
 	Get(ctx context.Context, id string) (*taugridv1.TauRun, error)
 	Logs(ctx context.Context, id string, follow bool, tail int64, w io.Writer) error
-	Diagnose(ctx context.Context, id string) (*reconciler.Diagnosis, error)
-	Queue(ctx context.Context) (*reconciler.QueueReport, error)
+	Diagnose(ctx context.Context, id string) (*runs.Diagnosis, error)
+	Queue(ctx context.Context) (*runs.QueueReport, error)
 }
 
 type statusOptions struct {
@@ -119,7 +119,7 @@ func (a *apiSource) namespace(ctx context.Context) (string, error) {
 		return "", err
 	}
 	defer resp.Body.Close()
-	var id reconciler.Identity
+	var id runs.Identity
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&id); err != nil || id.Namespace == "" {
 		return "", unreachableError{fmt.Errorf("the TauGrid API at %s did not name the token's namespace; pass -n", a.base)}
 	}
@@ -192,13 +192,13 @@ func (a *apiSource) Get(ctx context.Context, id string) (*taugridv1.TauRun, erro
 	return run, a.getJSON(ctx, "/runs/"+url.PathEscape(id), run)
 }
 
-func (a *apiSource) Diagnose(ctx context.Context, id string) (*reconciler.Diagnosis, error) {
-	d := &reconciler.Diagnosis{}
+func (a *apiSource) Diagnose(ctx context.Context, id string) (*runs.Diagnosis, error) {
+	d := &runs.Diagnosis{}
 	return d, a.getJSON(ctx, "/runs/"+url.PathEscape(id)+"/diagnosis", d)
 }
 
-func (a *apiSource) Queue(ctx context.Context) (*reconciler.QueueReport, error) {
-	rep := &reconciler.QueueReport{}
+func (a *apiSource) Queue(ctx context.Context) (*runs.QueueReport, error) {
+	rep := &runs.QueueReport{}
 	return rep, a.getJSON(ctx, "/queue", rep)
 }
 
@@ -277,7 +277,7 @@ func kubeSourceFor(kubeconfig, ns string) (*kubeSource, error) {
 func (k *kubeSource) Namespace() string { return k.ns }
 
 func (k *kubeSource) wrap(err error) error {
-	var none *reconciler.ErrNoRun
+	var none *runs.ErrNoRun
 	switch {
 	case err == nil:
 		return nil
@@ -294,26 +294,26 @@ func (k *kubeSource) List(ctx context.Context) ([]taugridv1.TauRun, error) {
 	if err := k.c.List(ctx, &list, client.InNamespace(k.ns)); err != nil {
 		return nil, k.wrap(err)
 	}
-	reconciler.SortNewestFirst(list.Items)
+	runs.SortNewestFirst(list.Items)
 	return list.Items, nil
 }
 
 func (k *kubeSource) Get(ctx context.Context, id string) (*taugridv1.TauRun, error) {
-	run, err := reconciler.FindRun(ctx, k.c, k.ns, id)
+	run, err := runs.FindRun(ctx, k.c, k.ns, id)
 	return run, k.wrap(err)
 }
 
-func (k *kubeSource) Diagnose(ctx context.Context, id string) (*reconciler.Diagnosis, error) {
+func (k *kubeSource) Diagnose(ctx context.Context, id string) (*runs.Diagnosis, error) {
 	run, err := k.Get(ctx, id)
 	if err != nil {
 		return nil, err
 	}
-	d, err := reconciler.Diagnose(ctx, k.c, reconciler.PodLogs{Pods: k.cs.CoreV1()}, run)
+	d, err := runs.Diagnose(ctx, k.c, runs.PodLogs{Pods: k.cs.CoreV1()}, run)
 	return d, k.wrap(err)
 }
 
-func (k *kubeSource) Queue(ctx context.Context) (*reconciler.QueueReport, error) {
-	rep, err := reconciler.ReportQueue(ctx, k.c, k.ns)
+func (k *kubeSource) Queue(ctx context.Context) (*runs.QueueReport, error) {
+	rep, err := runs.ReportQueue(ctx, k.c, k.ns)
 	return rep, k.wrap(err)
 }
 
@@ -322,8 +322,7 @@ func (k *kubeSource) Logs(ctx context.Context, id string, follow bool, tail int6
 	if err != nil {
 		return err
 	}
-	api := &reconciler.RunsAPI{Client: k.c}
-	pod, err := api.AttemptPod(ctx, run)
+	pod, err := runs.AttemptPod(ctx, k.c, run)
 	if err != nil {
 		return k.wrap(err)
 	}
@@ -334,7 +333,7 @@ func (k *kubeSource) Logs(ctx context.Context, id string, follow bool, tail int6
 	if tail >= 0 {
 		opts.TailLines = &tail
 	}
-	rc, err := (reconciler.PodLogs{Pods: k.cs.CoreV1()}).Logs(ctx, k.ns, pod.Name, opts)
+	rc, err := (runs.PodLogs{Pods: k.cs.CoreV1()}).Logs(ctx, k.ns, pod.Name, opts)
 	if err != nil {
 		return k.wrap(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
-	"github.com/taugrid/taugrid/reconciler"
+	"github.com/taugrid/taugrid/runs"
 	"github.com/taugrid/taugrid/test/controlplane"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,8 +42,8 @@ func TestStatusAndListReadRunsWithTheUsersKubeconfig(t *testing.T) {
 	ref := RunRefPrefix + "r-20261130-101010-abcdef"
 	commit := strings.Repeat("c", 40)
 	run := &taugridv1.TauRun{
-		ObjectMeta: metav1.ObjectMeta{Name: reconciler.RunName("research", ref, commit, "ray"), Namespace: "team-a",
-			Labels: map[string]string{reconciler.LabelRefHash: reconciler.RefHash(ref)}},
+		ObjectMeta: metav1.ObjectMeta{Name: runs.RunName("research", ref, commit, "ray"), Namespace: "team-a",
+			Labels: map[string]string{taugridv1.LabelRefHash: runs.RefHash(ref)}},
 		Spec: taugridv1.TauRunSpec{Repository: "research", Commit: commit, Target: "ray",
 			Trigger: taugridv1.Trigger{Kind: taugridv1.TriggerRunRef, Ref: ref, Requester: "alice@example.com"}},
 	}

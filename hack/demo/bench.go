@@ -10,7 +10,7 @@ import (
 	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
-	"github.com/taugrid/taugrid/reconciler"
+	"github.com/taugrid/taugrid/runs"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -35,10 +35,10 @@ func (d *demo) bench(ctx context.Context) error {
 			}
 			id := runIDOf(out)
 			if err := d.poll(ctx, time.Minute, func() (bool, string, error) {
-				var runs taugridv1.TauRunList
-				err := d.k8s.List(ctx, &runs, client.InNamespace("team-a"),
-					client.MatchingLabels{reconciler.LabelRefHash: reconciler.RefHash(reconciler.RunRefPrefix + id)})
-				return len(runs.Items) > 0, "", err
+				var list taugridv1.TauRunList
+				err := d.k8s.List(ctx, &list, client.InNamespace("team-a"),
+					client.MatchingLabels{taugridv1.LabelRefHash: runs.RefHash(taugridv1.RunRefPrefix + id)})
+				return len(list.Items) > 0, "", err
 			}); err != nil {
 				return err
 			}

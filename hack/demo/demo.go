@@ -20,7 +20,6 @@ import (
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/gitsource/gittest"
 	"github.com/taugrid/taugrid/hack/devcluster/cluster"
-	"github.com/taugrid/taugrid/reconciler"
 	"github.com/taugrid/taugrid/test/controlplane"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -233,8 +232,8 @@ func (d *demo) register(ctx context.Context) error {
 			Platform: "default", Interval: metav1.Duration{Duration: 2 * time.Second}},
 	}
 	token := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "team-a-api-token", Namespace: "default", Labels: map[string]string{reconciler.LabelAPIToken: "true"}},
-		Data:       map[string][]byte{reconciler.APITokenKey: []byte(demoToken), reconciler.APINamespaceKey: []byte("team-a")},
+		ObjectMeta: metav1.ObjectMeta{Name: "team-a-api-token", Namespace: "default", Labels: map[string]string{taugridv1.LabelAPIToken: "true"}},
+		Data:       map[string][]byte{taugridv1.APITokenKey: []byte(demoToken), taugridv1.APINamespaceKey: []byte("team-a")},
 	}
 	for _, o := range []client.Object{platform, repo, token} {
 		if err := d.k8s.Create(ctx, o); err != nil {

@@ -9,12 +9,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/go-logr/logr"
 	"os"
 	"os/signal"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"slices"
 	"syscall"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 func main() {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
-	"github.com/taugrid/taugrid/reconciler"
+	"github.com/taugrid/taugrid/runs"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -59,13 +59,13 @@ func (d *demo) recovery(ctx context.Context) error {
 func (d *demo) waitPhase(ctx context.Context, id string, done func(*taugridv1.TauRun) bool) error {
 	last := ""
 	return d.poll(ctx, 3*time.Minute, func() (bool, string, error) {
-		var runs taugridv1.TauRunList
-		err := d.k8s.List(ctx, &runs, client.InNamespace("team-a"),
-			client.MatchingLabels{reconciler.LabelRefHash: reconciler.RefHash(reconciler.RunRefPrefix + id)})
-		if err != nil || len(runs.Items) == 0 {
+		var list taugridv1.TauRunList
+		err := d.k8s.List(ctx, &list, client.InNamespace("team-a"),
+			client.MatchingLabels{taugridv1.LabelRefHash: runs.RefHash(taugridv1.RunRefPrefix + id)})
+		if err != nil || len(list.Items) == 0 {
 			return false, "", err
 		}
-		r := &runs.Items[0]
+		r := &list.Items[0]
 		line := fmt.Sprintf("run %s, attempt %d: %s", id, len(r.Status.Attempts), strings.ToLower(string(r.Status.Phase)))
 		if msg := r.Status.Message; msg != "" && !strings.EqualFold(msg, string(r.Status.Phase)) {
 			line += " (" + msg + ")"

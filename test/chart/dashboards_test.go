@@ -15,6 +15,7 @@ import (
 	"github.com/taugrid/taugrid/nodeagent"
 	"github.com/taugrid/taugrid/reconciler"
 	"github.com/taugrid/taugrid/reconciler/forge"
+	"github.com/taugrid/taugrid/server"
 )
 
 // describer is a prometheus.Registerer that keeps the names of what is
@@ -49,7 +50,7 @@ func exportedMetrics(t *testing.T) describer {
 	t.Helper()
 	d := describer{}
 	d.MustRegister(&reconciler.RunCollector{})
-	if _, err := reconciler.NewWebhookMetrics(d); err != nil {
+	if _, err := server.NewWebhookMetrics(d); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := forge.NewMetrics(d); err != nil {

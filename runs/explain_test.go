@@ -1,39 +1,29 @@
-package reconciler
+package runs
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 	"unicode/utf8"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
+	"github.com/taugrid/taugrid/test/builders"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
 
 // waitingWorkload is a Workload as Kueue v0.17 leaves it while it waits.
 func waitingWorkload(reserved metav1.ConditionStatus, msg string) *kueue.Workload {
-	wl := &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: "job-r-1-abc", Namespace: "team-a"}, Spec: kueue.WorkloadSpec{QueueName: "runs"}}
+	b := builders.MakeWorkload("job-r-1-abc", "team-a")
 	if reserved != "" {
-		wl.Status.Conditions = []metav1.Condition{{Type: kueue.WorkloadQuotaReserved, Status: reserved, Reason: "Pending", Message: msg}}
+		b.QuotaReserved(reserved, msg)
 	}
-	return wl
+	return b.Obj()
 }
 
+// teamQueue is team-a's ClusterQueue of h200 GPUs, in cohort research.
 func teamQueue(nominal, borrowLimit, used, borrowed string) *kueue.ClusterQueue {
-	cq := &kueue.ClusterQueue{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}, Spec: kueue.ClusterQueueSpec{CohortName: "research",
-		ResourceGroups: []kueue.ResourceGroup{{CoveredResources: []corev1.ResourceName{"nvidia.com/gpu"}, Flavors: []kueue.FlavorQuotas{{
-			Name: "h200", Resources: []kueue.ResourceQuota{{Name: "nvidia.com/gpu", NominalQuota: resource.MustParse(nominal)}}}}}}}}
-	if borrowLimit != "" {
-		q := resource.MustParse(borrowLimit)
-		cq.Spec.ResourceGroups[0].Flavors[0].Resources[0].BorrowingLimit = &q
-	}
-	cq.Status.FlavorsReservation = []kueue.FlavorUsage{{Name: "h200", Resources: []kueue.ResourceUsage{{Name: "nvidia.com/gpu",
-		Total: resource.MustParse(used), Borrowed: resource.MustParse(borrowed)}}}}
-	return cq
+	return builders.MakeClusterQueue("team-a").Cohort("research").Quota("h200", "nvidia.com/gpu", nominal, borrowLimit).
+		Reserved("h200", "nvidia.com/gpu", used, borrowed).Obj()
 }
 
 func TestEveryWaitIsExplainedInOneLine(t *testing.T) {
@@ -92,37 +82,5 @@ func TestAVeryLongReasonIsCutToACommitStatus(t *testing.T) {
 	ex := ExplainWait(waitingWorkload(metav1.ConditionFalse, strings.Repeat("word ", 80)), QueueState{})
 	if n := utf8.RuneCountInString(ex.Short); n > maxShortExplanation {
 		t.Errorf("%d characters", n)
-	}
-}
-
-// BenchmarkExplainingAThousandPendingRuns is the cost of one pass of the
-// run reconciler over 1,000 queued runs of one ClusterQueue: each orders the
-// queue from the cache's list and explains its own wait.
-func BenchmarkExplainingAThousandPendingRuns(b *testing.B) {
-	const n = 1000
-	cq := teamQueue("8", "8", "16", "8")
-	wls := make([]kueue.Workload, n)
-	for i := range wls {
-		p := int32(i % 3 * 1000)
-		wls[i] = *waitingWorkload(metav1.ConditionFalse,
-			"couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor h200, 8 more needed")
-		wls[i].Name = fmt.Sprintf("job-r%04d-1-abcde", i)
-		wls[i].UID = types.UID(wls[i].Name)
-		wls[i].Spec.Priority = &p
-		wls[i].CreationTimestamp = metav1.NewTime(time.Unix(int64(i), 0))
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		for i := range wls {
-			pending := make([]*kueue.Workload, n)
-			for j := range wls {
-				pending[j] = &wls[j]
-			}
-			pos, total, ahead := positionIn(pending, &wls[i])
-			ex := ExplainWait(&wls[i], QueueState{ClusterQueue: cq, Position: pos, Pending: total, Ahead: ahead})
-			if ex.Kind != WaitQuota {
-				b.Fatal(ex)
-			}
-		}
 	}
 }

@@ -1,4 +1,4 @@
-package reconciler
+package server
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -29,7 +30,7 @@ const SourcePathPrefix = "/source/"
 // to the runs' init containers, so pods never hold git credentials.
 type Sources struct {
 	Client client.Reader
-	Git    Git
+	Git    Archives
 	// BaseURL is how pods reach this server, e.g.
 	// http://tau-controller.tau-system.svc:9090.
 	BaseURL string
@@ -50,6 +51,15 @@ func (s *Sources) SourceArchive(ctx context.Context, repo *taugridv1.TauReposito
 	return s.location(run, a.Digest), nil
 }
 
+// SourceLocation is where the run's pods fetch its source archive, from
+// the digest its status records; nil before one was built.
+func (s *Sources) SourceLocation(run *taugridv1.TauRun) *render.SourceArchive {
+	if run.Status.SourceDigest == "" {
+		return nil
+	}
+	return s.location(run, run.Status.SourceDigest)
+}
+
 // location is the archive of digest as the run's pods fetch it.
 func (s *Sources) location(run *taugridv1.TauRun, digest string) *render.SourceArchive {
 	return &render.SourceArchive{
@@ -60,7 +70,7 @@ func (s *Sources) location(run *taugridv1.TauRun, digest string) *render.SourceA
 }
 
 func (s *Sources) archive(ctx context.Context, repo *taugridv1.TauRepository, run *taugridv1.TauRun) (*gitsource.Archive, error) {
-	remote, err := remoteFor(ctx, s.Client, repo.Namespace, repo.Spec.GitSource)
+	remote, err := gitsource.RemoteFor(ctx, s.Client, repo.Namespace, repo.Spec.GitSource)
 	if err != nil {
 		return nil, err
 	}
@@ -189,6 +199,12 @@ func mayFetch(run *taugridv1.TauRun, labels map[string]string, digest string) bo
 	}
 	current := run.Status.Attempts[n-1]
 	return current.EndTime == nil && labels[render.LabelAttempt] == strconv.Itoa(current.Number)
+}
+
+// Archives builds and opens source archives; gitsource.Client is one.
+type Archives interface {
+	Archive(ctx context.Context, r gitsource.Remote, ref, commit string) (*gitsource.Archive, error)
+	OpenArchive(digest string) (*os.File, error)
 }
 
 // TokenReviewer asks the API server who a bearer token is.

@@ -1,4 +1,4 @@
-package reconciler
+package runs
 
 import (
 	"strings"

@@ -1,4 +1,4 @@
-package reconciler
+package runs
 
 import (
 	"crypto/sha256"
@@ -6,13 +6,6 @@ import (
 	"strings"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
-)
-
-// Labels on TauRuns that let the repository reconciler find a run by its
-// trigger without listing every run.
-const (
-	LabelRefHash = "taugrid.dev/ref-hash"
-	LabelCommit  = "taugrid.dev/commit"
 )
 
 // maxRunName keeps a run's name short enough for everything derived from

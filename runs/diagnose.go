@@ -1,4 +1,4 @@
-package reconciler
+package runs
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
@@ -17,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
@@ -140,7 +142,7 @@ func nodeDiagnosis(ctx context.Context, c client.Reader, name string) NodeDiagno
 	}
 	nd := NodeDiagnosis{Exists: true}
 	for _, cond := range n.Status.Conditions {
-		if string(cond.Type) == gpuHealthyCondition {
+		if string(cond.Type) == taugridv1.ConditionGPUHealthy {
 			nd.GPUHealthy, nd.Message = string(cond.Status), cond.Message
 		}
 	}
@@ -211,19 +213,17 @@ func listEvents(ctx context.Context, c client.Reader, ns string, page int64, max
 // and bytes whatever the pod wrote, with secrets masked.
 func logTail(ctx context.Context, logs LogSource, p *corev1.Pod, mask *evidence.Masker) string {
 	rc, err := logs.Logs(ctx, p.Namespace, p.Name, &corev1.PodLogOptions{Container: p.Spec.Containers[0].Name,
-		TailLines: ptrTo(int64(diagnoseTailLines)), LimitBytes: ptrTo(int64(diagnoseTailBytes))})
+		TailLines: ptr.To(int64(diagnoseTailLines)), LimitBytes: ptr.To(int64(diagnoseTailBytes))})
 	if err != nil {
 		return "(no log: " + mask.Mask(err.Error()) + ")"
 	}
 	defer rc.Close()
 	var buf bytes.Buffer
-	if err := copyMasked(&buf, io.LimitReader(rc, diagnoseTailBytes), mask); err != nil {
+	if err := CopyMasked(&buf, io.LimitReader(rc, diagnoseTailBytes), mask); err != nil {
 		return buf.String() + "\n(log cut short: " + err.Error() + ")"
 	}
 	return buf.String()
 }
-
-func ptrTo[T any](v T) *T { return &v }
 
 // SecretMasker masks the values of every Secret key the pods read, through
 // env, envFrom or volumes, and token-looking strings, so a researcher's
@@ -232,7 +232,7 @@ func ptrTo[T any](v T) *T { return &v }
 func SecretMasker(ctx context.Context, c client.Reader, ns string, pods []corev1.Pod) (*evidence.Masker, error) {
 	names := map[string]bool{}
 	for i := range pods {
-		secretNames(&pods[i].Spec, names)
+		SecretNames(&pods[i].Spec, names)
 	}
 	var values []string
 	for name := range names {
@@ -245,15 +245,15 @@ func SecretMasker(ctx context.Context, c client.Reader, ns string, pods []corev1
 		}
 	}
 	for i := range pods {
-		values = append(values, secretEnvValues(&pods[i].Spec)...)
+		values = append(values, SecretEnvValues(&pods[i].Spec)...)
 	}
 	return evidence.NewMasker(values...), nil
 }
 
-// secretEnvValues are the literal values of variables whose names say they
+// SecretEnvValues are the literal values of variables whose names say they
 // hold a credential (WANDB_API_KEY: "..." written into the pod spec rather
 // than read from a Secret).
-func secretEnvValues(s *corev1.PodSpec) []string {
+func SecretEnvValues(s *corev1.PodSpec) []string {
 	var values []string
 	for _, ctr := range append(append([]corev1.Container(nil), s.InitContainers...), s.Containers...) {
 		for _, v := range ctr.Env {
@@ -265,13 +265,66 @@ func secretEnvValues(s *corev1.PodSpec) []string {
 	return values
 }
 
-// copyMasked streams r to w masked, whatever the chunking: each complete
+// SecretNames adds every Secret a pod spec names: env, envFrom, volumes
+// and image pull secrets.
+func SecretNames(s *corev1.PodSpec, names map[string]bool) {
+	for _, ctr := range append(append([]corev1.Container(nil), s.InitContainers...), s.Containers...) {
+		for _, v := range ctr.Env {
+			if v.ValueFrom != nil && v.ValueFrom.SecretKeyRef != nil {
+				names[v.ValueFrom.SecretKeyRef.Name] = true
+			}
+		}
+		for _, f := range ctr.EnvFrom {
+			if f.SecretRef != nil {
+				names[f.SecretRef.Name] = true
+			}
+		}
+	}
+	for _, v := range s.Volumes {
+		if v.Secret != nil {
+			names[v.Secret.SecretName] = true
+		}
+		if v.Projected != nil {
+			for _, src := range v.Projected.Sources {
+				if src.Secret != nil {
+					names[src.Secret.Name] = true
+				}
+			}
+		}
+	}
+	for _, r := range s.ImagePullSecrets {
+		names[r.Name] = true
+	}
+}
+
+// CopyMasked streams r to w masked, whatever the chunking: each complete
 // line at once (flushed, for followed logs), a long line in pieces cut
 // where no secret can straddle them.
-func copyMasked(w io.Writer, r io.Reader, m *evidence.Masker) error {
+func CopyMasked(w io.Writer, r io.Reader, m *evidence.Masker) error {
 	mw := m.NewWriter(w)
 	_, err := io.Copy(mw, r)
 	return errors.Join(err, mw.Close())
+}
+
+// AttemptPod is the first pod, by name, of the run's latest attempt (rank
+// 0, or the Ray head): the pod whose log is the run's log; nil if the
+// attempt has none yet.
+func AttemptPod(ctx context.Context, c client.Reader, run *taugridv1.TauRun) (*corev1.Pod, error) {
+	var pods corev1.PodList
+	labels := client.MatchingLabels{render.LabelRun: run.Name}
+	if n := len(run.Status.Attempts); n > 0 {
+		labels[render.LabelAttempt] = strconv.Itoa(n)
+	}
+	if err := c.List(ctx, &pods, client.InNamespace(run.Namespace), labels); err != nil {
+		return nil, err
+	}
+	var first *corev1.Pod
+	for i := range pods.Items {
+		if p := &pods.Items[i]; len(p.Spec.Containers) > 0 && (first == nil || p.Name < first.Name) {
+			first = p
+		}
+	}
+	return first, nil
 }
 
 // PodLogs reads pod logs through the API server.

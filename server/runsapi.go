@@ -1,4 +1,4 @@
-package reconciler
+package server
 
 import (
 	"cmp"
@@ -15,7 +15,7 @@ import (
 	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
-	"github.com/taugrid/taugrid/render"
+	"github.com/taugrid/taugrid/runs"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,9 +30,6 @@ import (
 // Tenant API tokens are Secrets in the controller's namespace with this
 // label; each holds a token and the namespace it reads.
 const (
-	LabelAPIToken     = "taugrid.dev/api-token"
-	APITokenKey       = "token"
-	APINamespaceKey   = "namespace"
 	apiTokenCacheTime = 10 * time.Second
 	apiMaxLogTail     = 10000
 	// DefaultMaxFollows is how many logs one token may follow at once.
@@ -82,12 +79,12 @@ func (t *Tokens) load(ctx context.Context) ([]apiToken, error) {
 		return t.tokens, nil
 	}
 	var secrets corev1.SecretList
-	if err := t.Reader.List(ctx, &secrets, client.InNamespace(t.Namespace), client.MatchingLabels{LabelAPIToken: "true"}); err != nil {
+	if err := t.Reader.List(ctx, &secrets, client.InNamespace(t.Namespace), client.MatchingLabels{taugridv1.LabelAPIToken: "true"}); err != nil {
 		return nil, fmt.Errorf("reading API tokens: %w", err)
 	}
 	tokens := []apiToken{}
 	for _, s := range secrets.Items {
-		tok, ns := s.Data[APITokenKey], string(s.Data[APINamespaceKey])
+		tok, ns := s.Data[taugridv1.APITokenKey], string(s.Data[taugridv1.APINamespaceKey])
 		if len(tok) == 0 || ns == "" {
 			continue
 		}
@@ -119,7 +116,7 @@ type RunsAPI struct {
 	// APIReader reads Secrets and events around it.
 	Client    client.Reader
 	APIReader client.Reader
-	Logs      LogSource
+	Logs      runs.LogSource
 	Tokens    *Tokens
 	Nudger    RepositoryNudger
 	// MaxFollows bounds the logs one token follows at once (each holds a
@@ -169,18 +166,10 @@ func (a *RunsAPI) Handler() http.Handler {
 	return mux
 }
 
-// Identity is what GET /api/v1/whoami answers: the namespace (the team)
-// the request's token reads, so a CLI with only a URL and a token needs no
-// -n.
-type Identity struct {
-	SchemaVersion int    `json:"schema_version"`
-	Namespace     string `json:"namespace"`
-}
-
 // whoami names the namespace of the request's token.
 func (a *RunsAPI) whoami(w http.ResponseWriter, r *http.Request) {
 	if ns, ok := a.authenticate(w, r); ok {
-		writeJSON(w, Identity{SchemaVersion: 1, Namespace: ns})
+		writeJSON(w, runs.Identity{SchemaVersion: 1, Namespace: ns})
 	}
 }
 
@@ -224,7 +213,7 @@ func (a *RunsAPI) list(w http.ResponseWriter, r *http.Request, ns string) {
 		apiError(w, http.StatusInternalServerError, "listing runs failed")
 		return
 	}
-	SortNewestFirst(list.Items)
+	runs.SortNewestFirst(list.Items)
 	for i := range list.Items {
 		list.Items[i].ManagedFields = nil
 	}
@@ -232,8 +221,8 @@ func (a *RunsAPI) list(w http.ResponseWriter, r *http.Request, ns string) {
 }
 
 func (a *RunsAPI) find(w http.ResponseWriter, r *http.Request, ns string) *taugridv1.TauRun {
-	run, err := FindRun(r.Context(), a.Client, ns, r.PathValue("run"))
-	var none *ErrNoRun
+	run, err := runs.FindRun(r.Context(), a.Client, ns, r.PathValue("run"))
+	var none *runs.ErrNoRun
 	switch {
 	case errors.As(err, &none):
 		apiError(w, http.StatusNotFound, err.Error())
@@ -248,7 +237,7 @@ func (a *RunsAPI) find(w http.ResponseWriter, r *http.Request, ns string) *taugr
 }
 
 func (a *RunsAPI) queue(w http.ResponseWriter, r *http.Request, ns string) {
-	rep, err := ReportQueue(r.Context(), a.Client, ns)
+	rep, err := runs.ReportQueue(r.Context(), a.Client, ns)
 	if err != nil {
 		apiError(w, http.StatusInternalServerError, "reading the queues failed")
 		return
@@ -267,7 +256,7 @@ func (a *RunsAPI) diagnosis(w http.ResponseWriter, r *http.Request, ns string) {
 	if run == nil {
 		return
 	}
-	d, err := Diagnose(r.Context(), a.reader(), a.Logs, run)
+	d, err := runs.Diagnose(r.Context(), a.reader(), a.Logs, run)
 	if err != nil {
 		apiError(w, http.StatusInternalServerError, "diagnosing the run failed")
 		return
@@ -290,7 +279,7 @@ func (a *RunsAPI) logs(w http.ResponseWriter, r *http.Request, ns string) {
 	if run == nil {
 		return
 	}
-	pod, err := a.AttemptPod(r.Context(), run)
+	pod, err := runs.AttemptPod(r.Context(), a.Client, run)
 	if err != nil {
 		apiError(w, http.StatusInternalServerError, "listing the run's pods failed")
 		return
@@ -315,7 +304,7 @@ func (a *RunsAPI) logs(w http.ResponseWriter, r *http.Request, ns string) {
 		}
 		defer release()
 	}
-	mask, err := SecretMasker(r.Context(), a.reader(), ns, []corev1.Pod{*pod})
+	mask, err := runs.SecretMasker(r.Context(), a.reader(), ns, []corev1.Pod{*pod})
 	if err != nil {
 		apiError(w, http.StatusInternalServerError, "reading the run's secrets failed")
 		return
@@ -328,7 +317,7 @@ func (a *RunsAPI) logs(w http.ResponseWriter, r *http.Request, ns string) {
 	defer rc.Close()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Tau-Pod", pod.Name)
-	_ = copyMasked(streamResponse(w), rc, mask)
+	_ = runs.CopyMasked(streamResponse(w), rc, mask)
 }
 
 // followSlot takes one of the request's token's follows, or answers 429.
@@ -345,25 +334,6 @@ func (a *RunsAPI) followSlot(w http.ResponseWriter, r *http.Request) (release fu
 func bearer(r *http.Request) string {
 	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	return strings.TrimSpace(token)
-}
-
-// AttemptPod is the first pod, by name, of the run's latest attempt.
-func (a *RunsAPI) AttemptPod(ctx context.Context, run *taugridv1.TauRun) (*corev1.Pod, error) {
-	var pods corev1.PodList
-	labels := client.MatchingLabels{render.LabelRun: run.Name}
-	if n := len(run.Status.Attempts); n > 0 {
-		labels[render.LabelAttempt] = strconv.Itoa(n)
-	}
-	if err := a.Client.List(ctx, &pods, client.InNamespace(run.Namespace), labels); err != nil {
-		return nil, err
-	}
-	var first *corev1.Pod
-	for i := range pods.Items {
-		if p := &pods.Items[i]; len(p.Spec.Containers) > 0 && (first == nil || p.Name < first.Name) {
-			first = p
-		}
-	}
-	return first, nil
 }
 
 func (a *RunsAPI) nudge(w http.ResponseWriter, r *http.Request, ns string) {

@@ -1,4 +1,4 @@
-package reconciler
+package runs
 
 import (
 	"fmt"
@@ -192,6 +192,12 @@ func quotaTable(cq *kueue.ClusterQueue) string {
 			r.Flavor, r.Resource, r.Nominal, r.BorrowingLimit, r.InUse, r.Borrowed)
 	}
 	return strings.TrimRight(b.String(), "\n")
+}
+
+// firstLine is s up to its first newline.
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
 }
 
 func firstSentence(s string) string {

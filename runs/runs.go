@@ -1,4 +1,4 @@
-package reconciler
+package runs
 
 import (
 	"context"
@@ -11,9 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
-
-// RunRefPrefix is where `tau run` pushes run requests.
-const RunRefPrefix = "refs/tau/runs/"
 
 // ErrNoRun is FindRun's answer for a run that does not exist (yet).
 type ErrNoRun struct{ ID, Namespace string }
@@ -38,10 +35,10 @@ func FindRun(ctx context.Context, c client.Reader, ns, id string) (*taugridv1.Ta
 	}
 	ref := id
 	if !strings.HasPrefix(ref, "refs/") {
-		ref = RunRefPrefix + id
+		ref = taugridv1.RunRefPrefix + id
 	}
 	var list taugridv1.TauRunList
-	if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{LabelRefHash: RefHash(ref)}); err != nil {
+	if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{taugridv1.LabelRefHash: RefHash(ref)}); err != nil {
 		return nil, err
 	}
 	if len(list.Items) == 0 {
@@ -49,6 +46,14 @@ func FindRun(ctx context.Context, c client.Reader, ns, id string) (*taugridv1.Ta
 	}
 	SortNewestFirst(list.Items)
 	return &list.Items[0], nil
+}
+
+// Identity is what the runs API's GET /api/v1/whoami answers: the
+// namespace (the team) the request's token reads, so a CLI with only a URL
+// and a token needs no -n.
+type Identity struct {
+	SchemaVersion int    `json:"schema_version"`
+	Namespace     string `json:"namespace"`
 }
 
 // SortNewestFirst orders runs by creation time, newest first; names break

@@ -1,4 +1,4 @@
-package reconciler
+package server
 
 import (
 	"context"
@@ -22,10 +22,6 @@ func RepositoryURL(o client.Object) []string {
 	return []string{o.(*taugridv1.TauRepository).Spec.URL}
 }
 
-// WebhookPathPrefix is where the webhook receiver serves repositories:
-// <prefix><id>, with id = gitsource.WebhookID.
-const WebhookPathPrefix = "/hooks/"
-
 // IndexWebhookPath indexes TauRepositories by status.webhookPath, so a
 // delivery finds its repository in the cache, without reading any Secret.
 const IndexWebhookPath = "status.webhookPath"
@@ -35,36 +31,6 @@ func WebhookPathOf(o client.Object) []string {
 	if p := o.(*taugridv1.TauRepository).Status.WebhookPath; p != "" {
 		return []string{p}
 	}
-	return nil
-}
-
-// reconcileWebhook publishes the repository's receiver path in
-// status.webhookPath, read from its webhook Secret, so the receiver finds
-// it there and people know what URL to give the forge. A missing Secret
-// clears the path (deliveries are refused; polling goes on) and raises a
-// Warning when the path goes away or on the first poll.
-func (r *RepositoryReconciler) reconcileWebhook(ctx context.Context, repo *taugridv1.TauRepository) error {
-	if repo.Spec.Webhook == nil {
-		repo.Status.WebhookPath = ""
-		return nil
-	}
-	name := repo.Spec.Webhook.SecretRef.Name
-	var s corev1.Secret
-	err := r.Get(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: name}, &s)
-	if client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("reading webhook Secret %s: %w", name, err)
-	}
-	path, missing := "", fmt.Sprintf("Secret %s/%s does not exist", repo.Namespace, name)
-	if token := s.Data[SecretToken]; err == nil && len(token) > 0 {
-		path = WebhookPathPrefix + gitsource.WebhookID(repo.Namespace, repo.Name, token)
-	} else if err == nil {
-		missing = fmt.Sprintf("Secret %s/%s has no key %q", repo.Namespace, name, SecretToken)
-	}
-	if path == "" && (repo.Status.WebhookPath != "" || repo.Status.LastPollTime == nil) {
-		r.Recorder.Eventf(repo, nil, corev1.EventTypeWarning, ReasonMissingSecret, "Webhook",
-			"spec.webhook.secretRef: %s: webhook deliveries are refused until it does; polling goes on", missing)
-	}
-	repo.Status.WebhookPath = path
 	return nil
 }
 
@@ -88,7 +54,7 @@ func (w *WebhookReceivers) Receiver(ctx context.Context, id string) (gitsource.R
 		return gitsource.Receiver{}, fmt.Errorf("receiver %w", gitsource.ErrNotFound)
 	}
 	var repos taugridv1.TauRepositoryList
-	if err := w.Client.List(ctx, &repos, client.MatchingFields{IndexWebhookPath: WebhookPathPrefix + id}); err != nil {
+	if err := w.Client.List(ctx, &repos, client.MatchingFields{IndexWebhookPath: taugridv1.WebhookPathPrefix + id}); err != nil {
 		return gitsource.Receiver{}, err
 	}
 	for i := range repos.Items {
@@ -127,7 +93,7 @@ func (w *WebhookReceivers) secretOf(ctx context.Context, repo *taugridv1.TauRepo
 	if err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}
-	return s.Data[SecretToken], nil
+	return s.Data[gitsource.SecretToken], nil
 }
 
 func (w *WebhookReceivers) receiver(repo *taugridv1.TauRepository, secret []byte) gitsource.Receiver {
@@ -159,7 +125,7 @@ func (n *AnnotationNudger) Nudge(ctx context.Context, repoURL string) error {
 		if repo.Annotations == nil {
 			repo.Annotations = map[string]string{}
 		}
-		repo.Annotations[AnnotationNudge] = stamp
+		repo.Annotations[taugridv1.AnnotationNudge] = stamp
 		if err := n.Client.Patch(ctx, repo, patch); client.IgnoreNotFound(err) != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-package reconciler
+package runs
 
 import (
 	"context"
@@ -27,7 +27,7 @@ func TestLiteralValuesOfCredentialVariablesAreMasked(t *testing.T) {
 	}
 	var out strings.Builder
 	log := "key wandb-literal-0123456789\nb64 d2FuZGItbGl0ZXJhbC0wMTIzNDU2Nzg5\ntok hf-literal-abcdef pw init-pass-9f8e7d\nrun run-literal-name\n"
-	if err := copyMasked(&out, strings.NewReader(log), m); err != nil {
+	if err := CopyMasked(&out, strings.NewReader(log), m); err != nil {
 		t.Fatal(err)
 	}
 	want := "key ****\nb64 ****\ntok **** pw ****\nrun run-literal-name\n"

@@ -1,0 +1,55 @@
+package v1alpha1
+
+// Labels, annotations and names that more than one component reads or
+// writes: the CLI, the reconcilers and the controller's servers agree on
+// them here, as Flux's meta and Kueue's controller/constants do.
+
+// Labels on TauRuns that let a run be found by its trigger without listing
+// every run.
+const (
+	// LabelRefHash is RefHash of the run's trigger ref (a ref name is not a
+	// valid label value).
+	LabelRefHash = "taugrid.dev/ref-hash"
+	// LabelCommit is the run's commit.
+	LabelCommit = "taugrid.dev/commit"
+)
+
+// LabelPlatform marks the objects the platform reconciler applies from
+// the platform repository.
+const LabelPlatform = "taugrid.dev/platform"
+
+// AnnotationNudge on a TauRepository asks for a poll now; its value (a
+// time) changes with every nudge, and status.lastHandledNudge records the
+// one handled.
+const AnnotationNudge = "taugrid.dev/nudged-at"
+
+// AnnotationResume asks a failed run to resume: a new attempt, from the
+// run's latest complete checkpoint, whatever its retry policy says. Each new
+// value resumes once (tau resume sets the time).
+const AnnotationResume = "taugrid.dev/resume"
+
+// AnnotationSignature carries the repository reconciler's signature check
+// to the run reconciler, which records it as status.signature before
+// anything is submitted. It is written when the TauRun is created, so the
+// run reconciler's first look at the run already has it.
+const AnnotationSignature = "taugrid.dev/signature"
+
+// Tenant API tokens are Secrets in the controller's namespace with
+// LabelAPIToken "true"; each holds a token (APITokenKey) and the namespace
+// it reads (APINamespaceKey).
+const (
+	LabelAPIToken   = "taugrid.dev/api-token"
+	APITokenKey     = "token"
+	APINamespaceKey = "namespace"
+)
+
+// RunRefPrefix is where `tau run` pushes run requests.
+const RunRefPrefix = "refs/tau/runs/"
+
+// WebhookPathPrefix is where the webhook receiver serves repositories:
+// <prefix><id>, with id = gitsource.WebhookID; status.webhookPath holds
+// the full path.
+const WebhookPathPrefix = "/hooks/"
+
+// ConditionGPUHealthy is the node condition tau-nodeagent owns.
+const ConditionGPUHealthy = "TauGPUHealthy"

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/taugrid/taugrid/nodeagent/gpus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
@@ -20,11 +21,7 @@ const DefaultPodResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
 const podResourcesMaxMessage = 16 << 20
 
 // Holder is the container a GPU is allocated to, as the kubelet tells it.
-type Holder struct {
-	Namespace string `json:"namespace"`
-	Pod       string `json:"pod"`
-	Container string `json:"container"`
-}
+type Holder = gpus.Holder
 
 // PodResources is the part of the kubelet's PodResources API the agent uses:
 // podresourcesv1.PodResourcesListerClient satisfies it.

@@ -7,45 +7,23 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/taugrid/taugrid/nodeagent/gpus"
 )
 
 // UsageStep is the resolution of the utilisation history: one point a minute
 // per GPU, so an hour of 8 GPUs is 480 points.
 const UsageStep = time.Minute
 
-// UsagePoint is one GPU over one step (or the part of it one holder had it).
-type UsagePoint struct {
-	Start time.Time `json:"start"`
-	// Pct is the mean utilisation over the samples of the step, in percent.
-	Pct     float64 `json:"pct"`
-	Samples int     `json:"samples"`
-	// MemoryUsedBytes is the most memory used in the step.
-	MemoryUsedBytes uint64 `json:"memoryUsedBytes"`
-	Holder          Holder `json:"holder"`
-
-	sum float64
-}
-
-// GPUUsage is one GPU's latest reading and its recent history.
-type GPUUsage struct {
-	Index            int          `json:"index"`
-	UUID             string       `json:"uuid"`
-	Name             string       `json:"name,omitempty"`
-	At               time.Time    `json:"at"`
-	UtilizationPct   uint32       `json:"utilizationPct"`
-	MemoryUsedBytes  uint64       `json:"memoryUsedBytes"`
-	MemoryTotalBytes uint64       `json:"memoryTotalBytes"`
-	Holder           Holder       `json:"holder"`
-	History          []UsagePoint `json:"history"`
-}
-
-// UsageReport is what the agent serves at /gpus: every GPU it can read the
-// utilisation of, with whom it is allocated to, over the last window.
-type UsageReport struct {
-	Node        string     `json:"node"`
-	StepSeconds int        `json:"stepSeconds"`
-	GPUs        []GPUUsage `json:"gpus"`
-}
+// The /gpus wire types, named as the agent has always named them.
+type (
+	// UsagePoint is one GPU over one step (or the part of it one holder had it).
+	UsagePoint = gpus.Point
+	// GPUUsage is one GPU's latest reading and its recent history.
+	GPUUsage = gpus.GPU
+	// UsageReport is what the agent serves at /gpus.
+	UsageReport = gpus.Report
+)
 
 // usageHistory keeps each GPU's last reading and per-step means. It is written
 // by the agent's loop and read by HTTP handlers, hence the lock. Its memory is
@@ -110,8 +88,7 @@ func (u *usageHistory) addPoint(g *GPUUsage, now time.Time) {
 	}
 	p := &g.History[n-1]
 	p.Samples++
-	p.sum += float64(g.UtilizationPct)
-	p.Pct = p.sum / float64(p.Samples)
+	p.Pct += (float64(g.UtilizationPct) - p.Pct) / float64(p.Samples) // the running mean
 	p.MemoryUsedBytes = max(p.MemoryUsedBytes, g.MemoryUsedBytes)
 }
 

@@ -36,6 +36,8 @@ type Chart struct {
 	XTick []Tick // bottom axis: first and last step
 	Last  string // the last value, for the caption
 	Steps int
+	// XUnit names the bottom axis's unit: "step" unless said otherwise.
+	XUnit string
 }
 
 // XY is a point in SVG coordinates.
@@ -71,6 +73,13 @@ func ChartsOf(m *Metrics) []Chart {
 
 // lineChart scales a series into the plot area.
 func lineChart(key string, pts []Point) Chart {
+	return lineChartIn(key, pts, nil)
+}
+
+// lineChartIn scales a series into the plot area, its values on a fixed
+// axis when yRange is given (values outside it are clamped), else on the
+// series' own range.
+func lineChartIn(key string, pts []Point, yRange *[2]float64) Chart {
 	pts = slices.SortedStableFunc(slices.Values(pts), func(a, b Point) int { return cmp.Compare(a.Step, b.Step) })
 	plot := Rect{X: chartLeft, Y: chartTop, W: chartWidth - chartLeft - chartRight, H: chartHeight - chartTop - chartBottom}
 	x0, x1 := pts[0].Step, pts[len(pts)-1].Step
@@ -78,10 +87,16 @@ func lineChart(key string, pts []Point) Chart {
 	for _, p := range pts {
 		y0, y1 = min(y0, p.Value), max(y1, p.Value)
 	}
+	if yRange != nil {
+		y0, y1 = yRange[0], yRange[1]
+		for i := range pts {
+			pts[i].Value = min(max(pts[i].Value, y0), y1)
+		}
+	}
 	sx := scale(x0, x1, plot.X, plot.X+plot.W)
 	sy := scale(y0, y1, plot.Y+plot.H, plot.Y) // up is more
 	c := Chart{Key: key, Width: chartWidth, Height: chartHeight, Plot: plot, Steps: len(pts),
-		Last: label(pts[len(pts)-1].Value)}
+		Last: label(pts[len(pts)-1].Value), XUnit: "step"}
 	var b strings.Builder
 	for i, p := range pts {
 		if i > 0 {

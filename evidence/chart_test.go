@@ -84,6 +84,34 @@ func TestAChartScalesItsSeriesIntoThePlot(t *testing.T) {
 	}
 }
 
+// busyThenIdle is an attempt's GPU usage over n minutes: 90% busy, then
+// 2% for the last third.
+func busyThenIdle(n int) *GPUUsage {
+	u := &GPUUsage{Summary: "8 GPUs, 2% busy over the last 10 min", GPUs: 8, SeriesStart: sealTime.Add(-time.Duration(n) * time.Minute), StepMinutes: 1}
+	for m := range n {
+		pct := 90
+		if m >= 2*n/3 {
+			pct = 2
+		}
+		u.Points = append(u.Points, UsagePoint{Minute: m, Percent: pct, Minutes: 1})
+	}
+	return u
+}
+
+func TestTheGPUUsageChartIsDrawnOnAFixedPercentAxisByMinute(t *testing.T) {
+	c := UsageChart(busyThenIdle(3))
+	if c == nil {
+		t.Fatal("no chart for a series of 3 points")
+	}
+	got := []string{c.YTick[0].Label, c.YTick[2].Label, c.XTick[0].Label, c.XTick[1].Label, c.XUnit, c.Last}
+	if diff := cmp.Diff([]string{"100", "0", "0", "2", "min", "2"}, got); diff != "" {
+		t.Errorf("ticks, unit and last (-want +got):\n%s", diff)
+	}
+	if UsageChart(&GPUUsage{Summary: "no reading yet"}) != nil {
+		t.Error("a chart for a series with no point")
+	}
+}
+
 // TestTheMetricChartsDrawInABrowserWithoutScripts loads the evidence page of a
 // run that printed 200 steps of metrics in headless Chromium, under the
 // page's CSP: the DOM holds one SVG chart per numeric key and no script, and
@@ -96,6 +124,7 @@ func TestTheMetricChartsDrawInABrowserWithoutScripts(t *testing.T) {
 	sealInto(t, st, exampleBundleWith(t, key, "training\n", func(r *Record) {
 		r.Metrics = &Metrics{}
 		r.Metrics.ScanMetrics([]byte(log))
+		r.Attempts[len(r.Attempts)-1].GPUUsage = busyThenIdle(90)
 	}))
 	s := &Server{Store: st, Runs: liveRuns{"team-a/research-1a2b": &Live{Run: liveRun("research-1a2b", taugridv1.PhaseSucceeded), RepositoryURL: "https://github.com/acme/research.git"}}, Now: func() time.Time { return sealTime.Add(41 * time.Minute) },
 		Links: testLinks, Tokens: teamTokens}
@@ -104,13 +133,14 @@ func TestTheMetricChartsDrawInABrowserWithoutScripts(t *testing.T) {
 	url := signed(srv.URL, "team-a", "research-1a2b", pageNow.Add(time.Hour))
 
 	dom := string(browse(t, bin, "--dump-dom", url))
-	for _, want := range []string{`aria-label="accuracy by step"`, `aria-label="loss by step"`, `aria-label="lr by step"`, "step 2000", "200 points"} {
+	for _, want := range []string{`aria-label="accuracy by step"`, `aria-label="loss by step"`, `aria-label="lr by step"`, "step 2000", "200 points",
+		`aria-label="GPU utilisation % by min"`, "min 89", "8 GPUs, 2% busy over the last 10 min"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the rendered DOM lacks %q", want)
 		}
 	}
-	if n := strings.Count(dom, "<svg"); n != 3 {
-		t.Errorf("%d SVG charts, want 3 (accuracy, loss, lr)", n)
+	if n := strings.Count(dom, "<svg"); n != 4 {
+		t.Errorf("%d SVG charts, want 4 (GPU utilisation, accuracy, loss, lr)", n)
 	}
 	if strings.Contains(dom, "<script") {
 		t.Error("the page has a script")

@@ -163,8 +163,8 @@ func (m *minuteUse) pct() float64 { return m.weighted / float64(m.samples) }
 // (namespace and pod name) into minutes; points of any other holder, in
 // the same namespace or not, count for nothing. It also counts the GPUs the
 // pods were seen holding.
-func attemptMinutes(reports map[string]*gpus.Report, ns string, pods map[string]bool) (map[time.Time]*minuteUse, int) {
-	out := map[time.Time]*minuteUse{}
+func attemptMinutes(reports map[string]*gpus.Report, ns string, pods map[string]bool) (map[int64]*minuteUse, int) {
+	out := map[int64]*minuteUse{}
 	held := 0
 	for _, rep := range reports {
 		for _, g := range rep.GPUs {
@@ -176,10 +176,10 @@ func attemptMinutes(reports map[string]*gpus.Report, ns string, pods map[string]
 				}
 				mine = true
 				at := p.Start.UTC().Truncate(time.Minute)
-				m := out[at]
+				m := out[at.Unix()]
 				if m == nil {
 					m = &minuteUse{}
-					out[at] = m
+					out[at.Unix()] = m
 				}
 				m.weighted += min(max(p.Pct, 0), 100) * float64(p.Samples)
 				m.samples += p.Samples
@@ -198,7 +198,7 @@ func attemptMinutes(reports map[string]*gpus.Report, ns string, pods map[string]
 
 // usageReading is what one reading of the agents found.
 type usageReading struct {
-	minutes map[time.Time]*minuteUse
+	minutes map[int64]*minuteUse // by the minute's Unix time
 	seen    int // GPUs seen held by the attempt's pods
 	want    int // GPUs the pods ask for
 	unread  []string
@@ -229,7 +229,7 @@ func foldGPUUsage(prev *taugridv1.GPUUsage, rd usageReading, start, now time.Tim
 		end = through
 	}
 	for m := through; m.Before(end); m = m.Add(time.Minute) {
-		use := rd.minutes[m]
+		use := rd.minutes[m.Unix()]
 		if use == nil || use.samples == 0 {
 			u.IdleSince = nil
 			continue
@@ -305,7 +305,7 @@ func usageSummary(u *taugridv1.GPUUsage, rd usageReading, end, start time.Time, 
 		}
 		var sum minuteUse
 		for m := from; m.Before(end); m = m.Add(time.Minute) {
-			if use := rd.minutes[m]; use != nil {
+			if use := rd.minutes[m.Unix()]; use != nil {
 				sum.weighted, sum.samples = sum.weighted+use.weighted, sum.samples+use.samples
 			}
 		}

@@ -151,6 +151,7 @@ func TestIdleGPUsAndAStarvedClusterQueueFireTheirAlerts(t *testing.T) {
 	groups := ruleGroups(t, dir)
 	idle := groups[0].annotations("TauGridGPUsIdle")
 	starved := groups[0].annotations("TauGridClusterQueueStarved")
+	runIdle := groups[0].annotations("TauGridRunGPUsIdle")
 	util := func(gpu, ns, pod, values string) map[string]string {
 		return map[string]string{"values": values, "series": `taugrid_gpu_utilization_ratio{gpu="` + gpu +
 			`",uuid="GPU-` + gpu + `",namespace="` + ns + `",pod="` + pod + `",container="main",instance="gpu-1"}`}
@@ -172,12 +173,20 @@ func TestIdleGPUsAndAStarvedClusterQueueFireTheirAlerts(t *testing.T) {
 				map[string]string{"series": `kueue_pending_workloads{cluster_queue="team-a",status="active"}`, "values": "2x80"},
 				map[string]string{"series": `kueue_pending_workloads{cluster_queue="team-b",status="active"}`, "values": "1x80"},
 				map[string]string{"series": `kueue_admitted_workloads_total{cluster_queue="team-b"}`, "values": "0+1x80"},
+				// The controller judges team-a's run idle at 50 minutes.
+				map[string]string{"series": `taugrid_run_gpus_idle{namespace="team-a",run="r-1",instance="ctl"}`, "values": "0x50 2x30"},
+				map[string]string{"series": `taugrid_run_gpus_idle{namespace="team-b",run="r-2",instance="ctl"}`, "values": "0x80"},
 			},
 			"alert_rule_test": []any{
 				map[string]any{"eval_time": "45m", "alertname": "TauGridGPUsIdle", "exp_alerts": []any{}},
 				map[string]any{"eval_time": "55m", "alertname": "TauGridGPUsIdle", "exp_alerts": []any{map[string]any{
 					"exp_labels":      map[string]string{"severity": "warning", "namespace": "team-a", "pod": "r-1-0-abcde"},
 					"exp_annotations": expand(idle, map[string]string{"$value": "2", "$labels.namespace": "team-a", "$labels.pod": "r-1-0-abcde"}),
+				}}},
+				map[string]any{"eval_time": "53m", "alertname": "TauGridRunGPUsIdle", "exp_alerts": []any{}},
+				map[string]any{"eval_time": "56m", "alertname": "TauGridRunGPUsIdle", "exp_alerts": []any{map[string]any{
+					"exp_labels":      map[string]string{"severity": "warning", "namespace": "team-a", "run": "r-1"},
+					"exp_annotations": expand(runIdle, map[string]string{"$value": "2", "$labels.namespace": "team-a", "$labels.run": "r-1"}),
 				}}},
 				map[string]any{"eval_time": "50m", "alertname": "TauGridClusterQueueStarved", "exp_alerts": []any{}},
 				map[string]any{"eval_time": "65m", "alertname": "TauGridClusterQueueStarved", "exp_alerts": []any{map[string]any{

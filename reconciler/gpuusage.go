@@ -199,8 +199,8 @@ func attemptMinutes(reports map[string]*gpus.Report, ns string, pods map[string]
 // usageReading is what one reading of the agents found.
 type usageReading struct {
 	minutes map[int64]*minuteUse // by the minute's Unix time
-	seen    int // GPUs seen held by the attempt's pods
-	want    int // GPUs the pods ask for
+	seen    int                  // GPUs seen held by the attempt's pods
+	want    int                  // GPUs the pods ask for
 	unread  []string
 }
 

@@ -16,10 +16,16 @@ var usageStart = time.Date(2026, 11, 30, 10, 0, 20, 0, time.UTC)
 // agentReport is one node's /gpus answer: n GPUs held by pod in ns, each
 // at pct(minute) for the minutes [0, minutes) from usageStart's minute.
 func agentReport(node, ns, pod string, n, minutes int, pct func(int) float64) *gpus.Report {
+	return agentWindow(node, ns, pod, n, 0, minutes, pct)
+}
+
+// agentWindow is agentReport keeping only the minutes [from, to), as an
+// agent's hour-long history does.
+func agentWindow(node, ns, pod string, n, from, to int, pct func(int) float64) *gpus.Report {
 	rep := &gpus.Report{Node: node, StepSeconds: 60}
 	for i := range n {
 		g := gpus.GPU{Index: i, UUID: node + "-gpu-" + string(rune('0'+i)), Holder: gpus.Holder{Namespace: ns, Pod: pod, Container: "main"}}
-		for m := range minutes {
+		for m := from; m < to; m++ {
 			g.History = append(g.History, gpus.Point{Start: usageStart.Truncate(time.Minute).Add(time.Duration(m) * time.Minute),
 				Pct: pct(m), Samples: 4, Holder: g.Holder})
 		}
@@ -90,8 +96,8 @@ func merge(reps ...*gpus.Report) *gpus.Report {
 func TestTheUsageSeriesFoldsEachMinuteOnceAndStaysBounded(t *testing.T) {
 	pods := map[string]bool{"run-1-0": true}
 	rep := func(minutes int) usageReading {
-		m, seen := attemptMinutes(map[string]*gpus.Report{"n1": agentReport("n1", "team-a", "run-1-0", 8, minutes, func(m int) float64 { return float64(m % 100) })},
-			"team-a", pods)
+		m, seen := attemptMinutes(map[string]*gpus.Report{"n1": agentWindow("n1", "team-a", "run-1-0", 8, max(0, minutes-60), minutes,
+			func(m int) float64 { return float64(m % 100) })}, "team-a", pods)
 		return usageReading{minutes: m, seen: seen, want: 8}
 	}
 	var u *taugridv1.GPUUsage

@@ -32,6 +32,7 @@ type runFixture struct {
 	repo     *taugridv1.TauRepository
 	repos    *RepositoryReconciler
 	runRec   *RunReconciler
+	plat     *platformFixture
 }
 
 // newRunFixture pushes a variant of the example platform whose tenant,
@@ -73,7 +74,7 @@ func newRunFixtureOn(t testing.TB, prefix, platformDir string) (*runFixture, *pl
 		t.Fatal(err)
 	}
 	clock := clocktesting.NewFakePassiveClock(time.Now())
-	f := &runFixture{ns: ns, research: research, repo: repo,
+	f := &runFixture{ns: ns, research: research, repo: repo, plat: plat,
 		repos: &RepositoryReconciler{Client: k8s, Git: gitClient, Policies: plat.r.Policies, Clock: clock, Recorder: events.NewFakeRecorder(100)},
 		runRec: &RunReconciler{Client: k8s, Scheme: scheme, Files: &GitFiles{Client: k8s, Git: gitClient},
 			Policies: plat.r.Policies, Clock: clock, Recorder: events.NewFakeRecorder(100)},

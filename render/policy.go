@@ -145,6 +145,50 @@ type PolicyLimits struct {
 	// after this long (an image that never pulls, pods that cannot be
 	// scheduled), releasing its quota; 10m by default.
 	StartDeadline Duration `json:"start_deadline,omitzero"`
+	// IdleGPUPercent (a whole percent), IdleGPUTime and IdlePolicy catch
+	// idle GPUs: an attempt whose GPUs' mean utilisation stays under IdleGPUPercent for
+	// IdleGPUTime is warned about (warn) or ended with the failure class
+	// IdleGPUs (stop). Setting any of them turns it on, the others then
+	// default to 5, 30m and warn; setting none leaves it off.
+	IdleGPUPercent *int       `json:"idle_gpu_percent,omitempty"`
+	IdleGPUTime    Duration   `json:"idle_gpu_time,omitzero"`
+	IdlePolicy     IdleAction `json:"idle_policy,omitempty"`
+}
+
+// IdleAction is what happens to an attempt whose GPUs are idle.
+type IdleAction string
+
+// The idle policies.
+const (
+	IdleWarn IdleAction = "warn" // a warning on the run, its commit and an Event
+	IdleStop IdleAction = "stop" // the warning, and the attempt ends (IdleGPUs)
+)
+
+// IdleRule is the platform's idle-GPU rule in force.
+type IdleRule struct {
+	// BelowPercent is the mean utilisation under which GPUs are idle.
+	BelowPercent float64
+	// For is how long they must stay so.
+	For    time.Duration
+	Action IdleAction
+}
+
+// IdleGPUs is the idle-GPU rule, nil when the platform sets none.
+func (l *PolicyLimits) IdleGPUs() *IdleRule {
+	if l.IdleGPUPercent == nil && l.IdleGPUTime.Duration == 0 && l.IdlePolicy == "" {
+		return nil
+	}
+	r := &IdleRule{BelowPercent: defaultIdlePercent, For: defaultIdleTime, Action: IdleWarn}
+	if l.IdleGPUPercent != nil {
+		r.BelowPercent = float64(*l.IdleGPUPercent)
+	}
+	if l.IdleGPUTime.Duration != 0 {
+		r.For = l.IdleGPUTime.Duration
+	}
+	if l.IdlePolicy != "" {
+		r.Action = l.IdlePolicy
+	}
+	return r
 }
 
 // Security is the pod security every run gets.
@@ -162,6 +206,8 @@ const (
 	defaultTTLAfterFinish = 24 * time.Hour
 	defaultMaxGrace       = 10 * time.Minute
 	defaultStartDeadline  = 10 * time.Minute
+	defaultIdlePercent    = 5
+	defaultIdleTime       = 30 * time.Minute
 	defaultUID            = 65532
 	defaultGPUResource    = "nvidia.com/gpu"
 )
@@ -413,6 +459,21 @@ func validateLimits(c *checker, l *PolicyLimits) {
 	}
 	if l.DefaultRunTime.Duration > l.MaxRunTime.Duration {
 		c.errorf("default_run_time", "%s is longer than max_run_time (%s)", l.DefaultRunTime, l.MaxRunTime)
+	}
+	validateIdle(c, l)
+}
+
+// validateIdle checks the idle-GPU keys. Utilisation is read once a minute,
+// so a shorter idle time could not be told apart.
+func validateIdle(c *checker, l *PolicyLimits) {
+	if p := l.IdleGPUPercent; p != nil && (*p <= 0 || *p > 100) {
+		c.errorf("idle_gpu_percent", "must be more than 0 and at most 100, got %d", *p)
+	}
+	if d := l.IdleGPUTime.Duration; d < 0 || (d > 0 && d < time.Minute) {
+		c.errorf("idle_gpu_time", "must be a duration of at least 1m (utilisation is read once a minute), got %s", l.IdleGPUTime)
+	}
+	if a := l.IdlePolicy; a != "" && a != IdleWarn && a != IdleStop {
+		c.errorf("idle_policy", "unknown policy %q; expected warn or stop", a)
 	}
 }
 

@@ -63,11 +63,13 @@ type compiled struct {
 }
 
 // compile builds spec's binary for p into dir: -trimpath, no build ID,
-// symbols stripped, the commit stamped by the go command's VCS info. A
+// symbols stripped, and no VCS stamp: the go command stamps a git worktree
+// and a clone of the same commit differently (seen: none in a worktree), so
+// the commit is in the image's labels and provenance instead. A
 // cgo binary for another architecture is built with Debian's cross gcc.
 func compile(ctx context.Context, src Source, s Spec, p Platform, dir string) (*compiled, error) {
 	out := filepath.Join(dir, p.OS+"-"+p.Arch, s.Name)
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=true", "-ldflags=-s -w -buildid=", "-o", out, s.Package)
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", out, s.Package)
 	cmd.Dir = src.Dir
 	cmd.Env = append(os.Environ(), "GOOS="+p.OS, "GOARCH="+p.Arch, "CGO_ENABLED=0", "GOFLAGS=")
 	if s.CGO {

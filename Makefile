@@ -30,19 +30,43 @@ release-cli: ## Build the tau CLI for Linux and macOS (amd64, arm64) into ./dist
 	done; done
 	@cd dist && sha256sum tau-* > SHA256SUMS
 
-IMAGE_REGISTRY ?= ghcr.io/taugrid
-IMAGE_TAG      ?= $(shell sed -n 's/^appVersion: *//p' charts/taugrid/Chart.yaml)
-DOCKER         ?= docker
-IMAGES         := tau-controller tau-nodeagent tau
+IMAGE_REGISTRY  ?= ghcr.io/taugrid
+IMAGE_TAG       ?= $(shell sed -n 's/^appVersion: *//p' charts/taugrid/Chart.yaml)
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
+IMAGE_OUT       ?= build/images
+IMAGES          := tau-controller tau-nodeagent tau
+# DOCKER empty: the images are built by hack/images with no container engine
+# (OCI layouts under $(IMAGE_OUT), signed, with provenance; docs/images.md).
+# DOCKER=docker (or podman) builds cmd/<image>/Dockerfile with that engine.
+DOCKER          ?=
+# Debian packages the library build copies from or compiles with.
+IMAGE_DEBS      := ca-certificates gcc libc6-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+
+.PHONY: image-deps
+image-deps: ## Install the Debian packages make images needs (CA bundle, glibc and gcc for amd64 and arm64)
+	@test -f /etc/ssl/certs/ca-certificates.crt && command -v gcc >/dev/null && command -v aarch64-linux-gnu-gcc >/dev/null && \
+		test -f /usr/aarch64-linux-gnu/lib/libc.so.6 || { \
+		sudo=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+		$$sudo apt-get update -qq && $$sudo apt-get install -y -qq --no-install-recommends $(IMAGE_DEBS) >/dev/null; }
 
 .PHONY: images
-images: ## Build the images tau-controller, tau-nodeagent and tau (the fetch-source init container); needs a Docker engine
-	@$(DOCKER) info >/dev/null 2>&1 || { \
-		echo "make images: no container engine answers ('$(DOCKER) info' failed). Start Docker, or set DOCKER=podman." >&2; exit 1; }
+images: ## Build the images tau-controller, tau-nodeagent and tau for amd64 and arm64, signed (TAU_IMAGE_SIGNING_KEY), into build/images
 	@case "$(IMAGE_TAG)" in latest|"") echo "make images: IMAGE_TAG must be a version, not '$(IMAGE_TAG)'" >&2; exit 1;; esac
+ifeq ($(DOCKER),)
+	@$(MAKE) --no-print-directory image-deps
+	$(GO) run ./hack/images build --out $(IMAGE_OUT) --registry $(IMAGE_REGISTRY) --tag $(IMAGE_TAG) --platforms $(IMAGE_PLATFORMS)
+else
+	@$(DOCKER) info >/dev/null 2>&1 || { \
+		echo "make images: no container engine answers ('$(DOCKER) info' failed). Start it, or leave DOCKER unset to build without one." >&2; exit 1; }
 	for img in $(IMAGES); do \
 		$(DOCKER) build -f cmd/$$img/Dockerfile -t $(IMAGE_REGISTRY)/$$img:$(IMAGE_TAG) . || exit 1; \
 	done
+endif
+
+.PHONY: verify-images
+verify-images: ## Check the signatures and provenance of the images make images wrote (IMAGE_PUBLIC_KEY: the release's key)
+	$(GO) run ./hack/images verify --out $(IMAGE_OUT) --registry $(IMAGE_REGISTRY) --tag $(IMAGE_TAG) \
+		$(if $(IMAGE_PUBLIC_KEY),--public-key $(IMAGE_PUBLIC_KEY))
 
 .PHONY: testbin
 testbin: ## Build (or reuse) the real control-plane binaries, cached outside the repo

@@ -18,6 +18,12 @@ var sealTime = time.Date(2026, 11, 30, 5, 0, 0, 0, time.UTC)
 // repo's default target under the example platform policy.
 func exampleBundle(t testing.TB, key Key, log string) *Bundle {
 	t.Helper()
+	return exampleBundleWith(t, key, log, nil)
+}
+
+// exampleBundleWith is exampleBundle with its record changed by change.
+func exampleBundleWith(t testing.TB, key Key, log string, change func(*Record)) *Bundle {
+	t.Helper()
 	tau := readFile(t, "../examples/research/tau.yaml")
 	policy := map[string][]byte{}
 	for _, name := range []string{"tenants.yaml", "profiles.yaml", "images.yaml", "priorities.yaml", "limits.yaml", "security.yaml"} {
@@ -42,6 +48,9 @@ func exampleBundle(t testing.TB, key Key, log string) *Bundle {
 	rec := &Record{Run: RunInfo{Namespace: key.Namespace, Name: key.Run, Repository: "research", Commit: in.Run.Commit, Phase: "Succeeded"},
 		Attempts: []AttemptInfo{{Number: key.Attempt, Workload: render.WorkloadName(key.Run, key.Attempt)}},
 		Logs:     []LogTail{{Pod: key.Run + "-1-abcde", Container: "main", Artifact: PrefixLogs + key.Run + "-1-abcde/main.log", Bytes: len(log)}}}
+	if change != nil {
+		change(rec)
+	}
 	if err := b.AddJSON(ArtifactRecord, rec); err != nil {
 		t.Fatal(err)
 	}

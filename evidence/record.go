@@ -75,6 +75,8 @@ type AttemptInfo struct {
 	FailureClass string     `json:"failure_class,omitempty"`
 	Reason       string     `json:"reason,omitempty"`
 	Nodes        []string   `json:"nodes,omitempty"`
+	// GPUUsage is how busy the attempt's GPUs were.
+	GPUUsage *GPUUsage `json:"gpu_usage,omitempty"`
 }
 
 // KueueTimeline is Kueue's view of the attempt's Workload.

@@ -23,14 +23,18 @@ import (
 var pageFiles embed.FS
 
 var pageTemplate = template.Must(template.New("page.html.tmpl").Funcs(template.FuncMap{
-	"short":  short,
-	"time":   func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
-	"ptime":  clockTime,
-	"pct":    pct,
-	"lower":  strings.ToLower,
-	"css":    pageCSS,
-	"derefi": exitCode,
-	"number": func(f float64) string { return strconv.FormatFloat(f, 'g', 6, 64) },
+	"short":      short,
+	"time":       func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") },
+	"ptime":      clockTime,
+	"pct":        pct,
+	"lower":      strings.ToLower,
+	"css":        pageCSS,
+	"derefi":     exitCode,
+	"number":     func(f float64) string { return strconv.FormatFloat(f, 'g', 6, 64) },
+	"charts":     ChartsOf,
+	"usageChart": UsageChart,
+	"add":        func(a, b float64) float64 { return a + b },
+	"sub":        func(a, b float64) float64 { return a - b },
 }).ParseFS(pageFiles, "page.html.tmpl"))
 
 func clockTime(t *time.Time) string {

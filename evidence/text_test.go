@@ -48,7 +48,7 @@ func TestMetricsLinesAreSummarisedAndGarbageIsSkippedAndCounted(t *testing.T) {
 	want := Metrics{Records: 3, Skipped: 3, Keys: map[string]MetricSummary{
 		"step": {Count: 3, First: 1, Last: 3, Min: 1, Max: 3},
 		"loss": {Count: 3, First: 0.9, Last: 0.2, Min: 0.2, Max: 0.9},
-	}}
+	}, Series: map[string][]Point{"loss": {{Step: 1, Value: 0.9}, {Step: 2, Value: 0.5}, {Step: 3, Value: 0.2}}}}
 	if d := cmp.Diff(want, m); d != "" {
 		t.Errorf("metrics (-want +got):\n%s", d)
 	}

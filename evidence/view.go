@@ -249,6 +249,8 @@ func (v *View) addBundle(b *Loaded) {
 	}
 	if j := slices.IndexFunc(rec.Attempts, func(x AttemptInfo) bool { return x.Number == k.Attempt }); j >= 0 && a.End == nil {
 		a.AttemptInfo = rec.Attempts[j] // the live status, when there is one, is as complete
+	} else if j >= 0 && a.GPUUsage == nil {
+		a.GPUUsage = rec.Attempts[j].GPUUsage
 	}
 	a.Kueue, a.Pods, a.Nodes, a.Metrics, a.Events, a.Notes = rec.Kueue, rec.Pods, rec.Nodes, rec.Metrics, rec.Events, rec.Notes
 	a.Checkpoints = &rec.Checkpoints
@@ -303,7 +305,8 @@ func PhaseSpans(ts []taugridv1.PhaseTransition, now time.Time, running bool) []P
 func AttemptInfos(as []taugridv1.Attempt) []AttemptInfo {
 	out := make([]AttemptInfo, 0, len(as))
 	for _, a := range as {
-		ai := AttemptInfo{Number: a.Number, Workload: a.Workload, FailureClass: a.FailureClass, Reason: a.Reason, Nodes: a.Nodes}
+		ai := AttemptInfo{Number: a.Number, Workload: a.Workload, FailureClass: a.FailureClass, Reason: a.Reason, Nodes: a.Nodes,
+			GPUUsage: GPUUsageOf(a.GPUUsage)}
 		if a.StartTime != nil {
 			t := a.StartTime.UTC()
 			ai.Start = &t

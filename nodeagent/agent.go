@@ -38,6 +38,9 @@ type Config struct {
 	GPUNodeSelector string
 	// DryRun computes and reports everything but writes nothing to the cluster.
 	DryRun bool
+	// UtilizationWindow is how far back the per-GPU utilisation history served
+	// at /gpus reaches (one point a minute); 0 keeps none.
+	UtilizationWindow time.Duration
 }
 
 // DefaultConfig returns the production defaults.
@@ -54,17 +57,21 @@ func DefaultConfig() Config {
 		Recovery:          RecoveryPolicy{Window: 5 * time.Minute, WarningHold: time.Minute},
 		Breaker:           BreakerPolicy{MaxShare: 0.5, Window: 5 * time.Minute},
 		GPUNodeSelector:   "nvidia.com/gpu.present=true",
+		UtilizationWindow: time.Hour,
 	}
 }
 
 // Deps are the agent's connections to the outside world.
 type Deps struct {
-	NVML     nvml.Interface
-	Kube     kubernetes.Interface // nil: no cluster (only for --once --dry-run)
-	Clock    clock.WithTicker     // nil: the real clock
-	BootID   func() (string, error)
-	Registry prometheus.Registerer // nil: metrics are kept but not exported
-	Log      logr.Logger
+	NVML nvml.Interface
+	Kube kubernetes.Interface // nil: no cluster (only for --once --dry-run)
+	// PodResources is the kubelet's PodResources API, which says which
+	// container holds each GPU; nil: GPUs are not attributed.
+	PodResources PodResources
+	Clock        clock.WithTicker // nil: the real clock
+	BootID       func() (string, error)
+	Registry     prometheus.Registerer // nil: metrics are kept but not exported
+	Log          logr.Logger
 }
 
 // Agent watches one node's GPUs and reports on its Node. Run and Once are not
@@ -78,6 +85,10 @@ type Agent struct {
 	bootID  func() (string, error)
 	log     logr.Logger
 	metrics *Metrics
+
+	podResources PodResources
+	holders      map[string]Holder // reused every cycle
+	usage        *usageHistory
 
 	caller   *caller
 	probe    *prober
@@ -133,13 +144,16 @@ func New(cfg Config, d Deps) (*Agent, error) {
 	}
 	a := &Agent{
 		cfg: cfg, lib: d.NVML, clock: d.Clock, bootID: d.BootID, log: d.Log,
-		metrics:     NewMetrics(d.Registry),
-		known:       map[string]int{},
-		baseline:    map[string][]int{},
-		xids:        make(chan XIDEvent, 64),
-		watchStatus: make(chan watchState, 1),
-		pollNow:     make(chan struct{}, 1),
-		xidEvents:   map[xidKey]time.Time{},
+		metrics:      NewMetrics(d.Registry),
+		known:        map[string]int{},
+		baseline:     map[string][]int{},
+		xids:         make(chan XIDEvent, 64),
+		watchStatus:  make(chan watchState, 1),
+		pollNow:      make(chan struct{}, 1),
+		xidEvents:    map[xidKey]time.Time{},
+		podResources: d.PodResources,
+		holders:      map[string]Holder{},
+		usage:        newUsageHistory(cfg.UtilizationWindow),
 	}
 	a.caller = &caller{timeout: cfg.CallTimeout, onHang: func(c string) { a.metrics.nvmlHangs.WithLabelValues(c).Inc() }}
 	a.probe = &prober{lib: d.NVML, c: a.caller}

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	kwatch "k8s.io/apimachinery/pkg/watch"
+	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 )
 
 // BenchmarkXIDToTaint measures, on the real API server, the time from an XID 79
@@ -88,10 +89,36 @@ func BenchmarkSlowPollCycle(b *testing.B) {
 	benchCycle(b, true)
 }
 
-func benchCycle(b *testing.B, slow bool) {
+// BenchmarkPollCycleWithAttribution adds what utilisation costs: two more
+// NVML calls per GPU, the kubelet's PodResources List over a real gRPC unix
+// socket (a stand-in kubelet with 40 pods, 8 of them holding a GPU each), the
+// attributed series and the minute-by-minute history.
+func BenchmarkPollCycleWithAttribution(b *testing.B) {
+	benchCycle(b, false, withKubelet)
+}
+
+// withKubelet gives the agent a stand-in kubelet with a busy node's pods.
+func withKubelet(b *testing.B, f *fakeNVML, d *Deps) {
+	k := newStandInKubelet(b)
+	var pods []*podresourcesv1.PodResources
+	for i := range 40 {
+		if i < 8 {
+			pods = append(pods, gpuPod(fmt.Sprintf("team-%d", i%3), fmt.Sprintf("r-%d-0", i), "main", "nvidia.com/gpu", f.uuid(i)))
+			continue
+		}
+		pods = append(pods, gpuPod("kube-system", fmt.Sprintf("daemon-%d", i), "main", "cpu"))
+	}
+	k.setPods(pods...)
+	d.PodResources = dialKubelet(b, k)
+}
+
+func benchCycle(b *testing.B, slow bool, deps ...func(*testing.B, *fakeNVML, *Deps)) {
 	f := newFakeNVML(b)
-	a := newTestAgent(b, f, nil, nil, func(c *Config) { c.CallTimeout = 5 * time.Second })
-	a.once = true // no background watch: measure the poll alone
+	d := Deps{}
+	for _, fn := range deps {
+		fn(b, f, &d)
+	}
+	a := newTestAgentWith(b, f, d, func(c *Config) { c.CallTimeout = 5 * time.Second; c.NodeName = "gpu-node-1" })
 	ctx := context.Background()
 	a.poll(ctx, true)
 	a.sync(ctx)

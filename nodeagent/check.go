@@ -124,6 +124,15 @@ type GPUSample struct {
 	SlowdownC      Reading[uint32]
 	ClockReasons   Reading[uint64]
 	PowerMilliW    Reading[uint32]
+	// Utilization is the percent of the last sample period (1/6 s to 1 s,
+	// by product) in which a kernel ran: nvmlDeviceGetUtilizationRates' gpu.
+	Utilization Reading[uint32]
+	Memory      Reading[MemoryUse]
+}
+
+// MemoryUse is the GPU's framebuffer memory in bytes.
+type MemoryUse struct {
+	Used, Total uint64
 }
 
 // RowRemap is nvmlDeviceGetRemappedRows' answer.
@@ -169,6 +178,10 @@ type Observation struct {
 	XIDs          []XIDEvent
 	// Watch is the XID event set's state: nil when it works, else why not.
 	Watch error
+	// Holders maps GPU UUIDs to the containers the kubelet allocated them to
+	// (nil without the PodResources API); HoldersErr says why it could not be read.
+	Holders    map[string]Holder
+	HoldersErr error
 }
 
 // Condition reasons the agent writes (besides the per-check ones in Result).

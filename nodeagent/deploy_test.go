@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -182,7 +183,8 @@ func patch(ctx context.Context, c kubernetes.Interface, node, body, subresource 
 
 // TestDaemonSetManifest checks what the agent relies on from its DaemonSet: the
 // node name from the downward API, tolerating its own taint, its service
-// account, and probes on /healthz.
+// account, probes on /healthz, and the kubelet's PodResources socket, which it
+// reads as user 0 holding no capability.
 func TestDaemonSetManifest(t *testing.T) {
 	us := readManifestsFile(t, "deploy/daemonset.yaml")
 	if len(us) != 1 {
@@ -203,11 +205,14 @@ func TestDaemonSetManifest(t *testing.T) {
 		"nodeName":       envFieldPath(c.Env, "NODE_NAME"),
 		"tolerates":      string(spec.Tolerations[0].Operator) + spec.Tolerations[0].Key,
 		"liveness":       c.LivenessProbe.HTTPGet.Path,
-		"nonRoot":        boolString(c.SecurityContext.RunAsNonRoot != nil && *c.SecurityContext.RunAsNonRoot),
+		"uid":            fmt.Sprint(*c.SecurityContext.RunAsUser),
+		"capabilities":   fmt.Sprint(c.SecurityContext.Capabilities.Drop, c.SecurityContext.Capabilities.Add),
+		"podResources":   c.VolumeMounts[0].MountPath + " " + spec.Volumes[0].HostPath.Path,
 	}
 	want := map[string]string{
 		"serviceAccount": "tau-nodeagent", "nodeName": "spec.nodeName", "tolerates": "Exists",
-		"liveness": "/healthz", "nonRoot": "true",
+		"liveness": "/healthz", "uid": "0", "capabilities": "[ALL] []",
+		"podResources": "/var/lib/kubelet/pod-resources /var/lib/kubelet/pod-resources",
 	}
 	for k, v := range want {
 		if got[k] != v {
@@ -231,11 +236,4 @@ func envFieldPath(env []corev1.EnvVar, name string) string {
 		}
 	}
 	return ""
-}
-
-func boolString(b bool) string {
-	if b {
-		return "true"
-	}
-	return "false"
 }

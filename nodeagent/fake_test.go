@@ -16,6 +16,7 @@ const (
 	fakeLinks     = 18 // NVLinks per H200 SXM
 	fakeSlowdownC = 90
 	fakePowerMW   = 320_000
+	fakeUtil      = 97 // percent: a training run keeping its GPUs busy
 )
 
 // fakeNVML is go-nvml's simulated 8x H200 server with the health calls filled in
@@ -37,6 +38,8 @@ type fakeNVML struct {
 	linkDown     map[[2]int]bool
 	temp         map[int]uint32
 	clocks       map[int]uint64
+	util         map[int]uint32 // percent busy; unset: fakeUtil
+	memUsed      map[int]uint64
 	hangs        map[string]chan struct{} // call name -> closed to release
 }
 
@@ -46,7 +49,7 @@ func newFakeNVML(t testing.TB) *fakeNVML {
 		Server: dgxh200.New(), events: make(chan nvml.EventData, 16), initRet: nvml.SUCCESS,
 		ecc: map[int]uint64{}, remapPending: map[int]bool{}, remapFailed: map[int]bool{}, gone: map[int]bool{},
 		lost: map[int]bool{}, linkDown: map[[2]int]bool{}, temp: map[int]uint32{}, clocks: map[int]uint64{},
-		hangs: map[string]chan struct{}{},
+		util: map[int]uint32{}, memUsed: map[int]uint64{}, hangs: map[string]chan struct{}{},
 	}
 	for _, d := range f.Devices {
 		f.all = append(f.all, d.(*server.Device))
@@ -142,6 +145,25 @@ func (f *fakeNVML) setDeviceFuncs(i int, d *server.Device) {
 	d.GetTemperatureThresholdFunc = func(nvml.TemperatureThresholds) (uint32, nvml.Return) { return fakeSlowdownC, nvml.SUCCESS }
 	d.GetCurrentClocksEventReasonsFunc = func() (uint64, nvml.Return) { return knob(f, f.clocks, i) }
 	d.GetPowerUsageFunc = func() (uint32, nvml.Return) { return fakePowerMW, nvml.SUCCESS }
+	d.GetUtilizationRatesFunc = func() (nvml.Utilization, nvml.Return) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if f.lost[i] {
+			return nvml.Utilization{}, nvml.ERROR_GPU_IS_LOST
+		}
+		u, ok := f.util[i]
+		if !ok {
+			u = fakeUtil
+		}
+		return nvml.Utilization{Gpu: u, Memory: u / 2}, nvml.SUCCESS
+	}
+	total := d.MemoryInfo.Total
+	d.GetMemoryInfoFunc = func() (nvml.Memory, nvml.Return) {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		used := f.memUsed[i]
+		return nvml.Memory{Total: total, Used: used, Free: total - used}, nvml.SUCCESS
+	}
 	d.GetSupportedEventTypesFunc = func() (uint64, nvml.Return) {
 		return nvml.EventTypeXidCriticalError | nvml.EventTypeDoubleBitEccError | nvml.EventTypeSingleBitEccError, nvml.SUCCESS
 	}

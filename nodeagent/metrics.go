@@ -24,6 +24,12 @@ type Metrics struct {
 	breakerOpen  prometheus.Gauge
 	nodeHealthy  *prometheus.GaugeVec
 	seenGPULabel map[[2]string]bool
+
+	utilization        *prometheus.GaugeVec // by GPU and holder
+	memoryUsed         *prometheus.GaugeVec // by GPU and holder
+	memoryTotal        *prometheus.GaugeVec
+	podResourcesErrors prometheus.Counter
+	heldBy             map[[2]string]Holder // the holder labels each GPU's series carry now
 }
 
 // NewMetrics creates the metrics and registers them with reg (if not nil).
@@ -60,10 +66,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		nodeHealthy: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "taugrid_nodeagent_condition",
 			Help: "1 for the TauGPUHealthy condition status the agent reports."}, []string{"status"}),
 		seenGPULabel: map[[2]string]bool{},
+		utilization: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "taugrid_gpu_utilization_ratio",
+			Help: "Share of the last sample period in which a kernel ran on the GPU (NVML utilization.gpu), " +
+				"with the namespace, pod and container it is allocated to (empty when none)."}, holderLabels),
+		memoryUsed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "taugrid_gpu_memory_used_bytes",
+			Help: "GPU memory in use, with the namespace, pod and container the GPU is allocated to."}, holderLabels),
+		memoryTotal: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "taugrid_gpu_memory_total_bytes",
+			Help: "GPU memory in all."}, gpu),
+		podResourcesErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "taugrid_nodeagent_podresources_errors_total",
+			Help: "Failed reads of the kubelet's PodResources API (GPUs are then shown unattributed)."}),
+		heldBy: map[[2]string]Holder{},
 	}
 	if reg != nil {
 		reg.MustRegister(m.gpuHealth, m.checkStatus, m.temperature, m.power, m.eccUncorr, m.remapped, m.xids,
-			m.nvmlUp, m.nvmlHangs, m.cycle, m.api, m.taints, m.breakerOpen, m.nodeHealthy)
+			m.nvmlUp, m.nvmlHangs, m.cycle, m.api, m.taints, m.breakerOpen, m.nodeHealthy,
+			m.utilization, m.memoryUsed, m.memoryTotal, m.podResourcesErrors)
 	}
 	return m
 }
@@ -82,6 +99,7 @@ func (m *Metrics) observe(obs Observation, results []Result, faults []Fault, v V
 			m.remapped.WithLabelValues(l[0], l[1], "correctable").Set(float64(s.RowRemap.Value.Correctable))
 			m.remapped.WithLabelValues(l[0], l[1], "uncorrectable").Set(float64(s.RowRemap.Value.Uncorrectable))
 		}
+		m.usage(l, s, obs.Holders[s.UUID])
 	}
 	m.forgetGone(present)
 	worst := map[[2]string]Severity{}
@@ -114,9 +132,10 @@ func (m *Metrics) observe(obs Observation, results []Result, faults []Fault, v V
 func (m *Metrics) forgetGone(present map[[2]string]bool) {
 	for l := range m.seenGPULabel {
 		if !present[l] {
-			for _, v := range []*prometheus.GaugeVec{m.temperature, m.power, m.eccUncorr} {
+			for _, v := range []*prometheus.GaugeVec{m.temperature, m.power, m.eccUncorr, m.memoryTotal} {
 				v.DeleteLabelValues(l[0], l[1])
 			}
+			m.forgetHolder(l)
 			m.remapped.DeletePartialMatch(prometheus.Labels{"gpu": l[0], "uuid": l[1]})
 			delete(m.seenGPULabel, l)
 		}
@@ -142,4 +161,35 @@ func boolGauge(b bool) float64 {
 // xid counts one XID event.
 func (m *Metrics) xid(e XIDEvent, class XIDClass) {
 	m.xids.WithLabelValues(strconv.Itoa(e.GPU), e.UUID, strconv.FormatUint(e.XID, 10), string(class)).Inc()
+}
+
+// holderLabels are the labels of per-GPU series attributed to a container.
+var holderLabels = []string{"gpu", "uuid", "namespace", "pod", "container"}
+
+// usage records a GPU's utilisation and memory under its holder. Each GPU has
+// one series per metric at a time: when the holder changes, the old series is
+// deleted, so the cardinality is the GPU count however many pods come and go.
+func (m *Metrics) usage(l [2]string, s GPUSample, h Holder) {
+	if old, ok := m.heldBy[l]; ok && old != h {
+		m.forgetHolder(l)
+	}
+	m.heldBy[l] = h
+	if s.Utilization.Err == nil {
+		m.utilization.WithLabelValues(l[0], l[1], h.Namespace, h.Pod, h.Container).Set(float64(s.Utilization.Value) / 100)
+	} else {
+		m.utilization.DeleteLabelValues(l[0], l[1], h.Namespace, h.Pod, h.Container)
+	}
+	if s.Memory.Err == nil {
+		m.memoryUsed.WithLabelValues(l[0], l[1], h.Namespace, h.Pod, h.Container).Set(float64(s.Memory.Value.Used))
+		m.memoryTotal.WithLabelValues(l[0], l[1]).Set(float64(s.Memory.Value.Total))
+	}
+}
+
+// forgetHolder deletes a GPU's series under the holder it had.
+func (m *Metrics) forgetHolder(l [2]string) {
+	if h, ok := m.heldBy[l]; ok {
+		m.utilization.DeleteLabelValues(l[0], l[1], h.Namespace, h.Pod, h.Container)
+		m.memoryUsed.DeleteLabelValues(l[0], l[1], h.Namespace, h.Pod, h.Container)
+		delete(m.heldBy, l)
+	}
 }

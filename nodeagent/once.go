@@ -20,6 +20,8 @@ type Report struct {
 	Faults     []Fault     `json:"faults,omitempty"`
 	Verdict    Verdict     `json:"verdict"`
 	Actions    syncOutcome `json:"actions"`
+	// Attribution says why GPUs could not be attributed to pods ("" when they were).
+	Attribution string `json:"attribution,omitempty"`
 }
 
 // NVMLReport says whether NVML worked.
@@ -42,7 +44,14 @@ type GPUReport struct {
 	RetiredPages   *int      `json:"retiredPages,omitempty"`
 	RowRemap       *RowRemap `json:"rowRemap,omitempty"`
 	NVLinksUp      *int      `json:"nvlinksUp,omitempty"`
-	Checks         []Result  `json:"checks"`
+	// UtilizationPct is the share of the last sample period a kernel ran.
+	UtilizationPct   *uint32 `json:"utilizationPct,omitempty"`
+	MemoryUsedBytes  *uint64 `json:"memoryUsedBytes,omitempty"`
+	MemoryTotalBytes *uint64 `json:"memoryTotalBytes,omitempty"`
+	// HeldBy is the container the kubelet allocated the GPU to (none: free,
+	// or the PodResources API was not read: see Report.Attribution).
+	HeldBy *Holder  `json:"heldBy,omitempty"`
+	Checks []Result `json:"checks"`
 }
 
 // Once runs one cycle: it loads NVML, reads every GPU, drains the XID events
@@ -100,7 +109,16 @@ func (a *Agent) report() *Report {
 	byGPU := map[string]*GPUReport{}
 	for _, s := range a.obs.GPUs {
 		g := gpuReport(s)
+		if h, ok := a.obs.Holders[s.UUID]; ok {
+			g.HeldBy = &h
+		}
 		r.GPUs = append(r.GPUs, g)
+	}
+	switch {
+	case a.obs.HoldersErr != nil:
+		r.Attribution = a.obs.HoldersErr.Error()
+	case a.podResources == nil:
+		r.Attribution = "not attributed: no kubelet PodResources socket"
 	}
 	for i := range r.GPUs {
 		byGPU[fmt.Sprint(r.GPUs[i].Index, r.GPUs[i].UUID)] = &r.GPUs[i]
@@ -122,6 +140,10 @@ func gpuReport(s GPUSample) GPUReport {
 	g.ECCUncorrected = ptrIf(s.ECCUncorrected)
 	g.RetiredPages = ptrIf(s.RetiredPages)
 	g.RowRemap = ptrIf(s.RowRemap)
+	g.UtilizationPct = ptrIf(s.Utilization)
+	if s.Memory.Err == nil {
+		g.MemoryUsedBytes, g.MemoryTotalBytes = &s.Memory.Value.Used, &s.Memory.Value.Total
+	}
 	if s.PowerMilliW.Err == nil {
 		w := float64(s.PowerMilliW.Value) / 1000
 		g.PowerW = &w
@@ -150,7 +172,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "NVML\tusable=%v driver=%s %s\n", r.NVML.Usable, r.NVML.DriverVersion, r.NVML.Message)
 	for _, g := range r.GPUs {
-		fmt.Fprintf(tw, "GPU %d\t%s\t%s\n", g.Index, g.UUID, g.Name)
+		fmt.Fprintf(tw, "GPU %d\t%s\t%s\t%s\n", g.Index, g.UUID, g.Name, usageText(g))
 		for _, c := range g.Checks {
 			fmt.Fprintf(tw, "\t%s\t%s\t%s\n", c.Check, c.Severity, c.Message)
 		}
@@ -165,4 +187,19 @@ func (r *Report) WriteText(w io.Writer) error {
 	fmt.Fprintf(tw, "verdict\t%s %s\t%s\n", r.Verdict.Status, r.Verdict.Reason, r.Verdict.Message)
 	fmt.Fprintf(tw, "actions (%s)\ttaint %s\t%s\n", verb, r.Actions.Taint, strings.TrimSpace(r.Actions.Withheld+" "+r.Actions.Err))
 	return tw.Flush()
+}
+
+// usageText is a GPU's utilisation and holder in a few words.
+func usageText(g GPUReport) string {
+	var parts []string
+	if g.UtilizationPct != nil {
+		parts = append(parts, fmt.Sprintf("%d%% busy", *g.UtilizationPct))
+	}
+	if g.MemoryUsedBytes != nil && g.MemoryTotalBytes != nil {
+		parts = append(parts, fmt.Sprintf("memory %.1f/%.1f GiB", float64(*g.MemoryUsedBytes)/(1<<30), float64(*g.MemoryTotalBytes)/(1<<30)))
+	}
+	if g.HeldBy != nil {
+		parts = append(parts, "held by "+g.HeldBy.Namespace+"/"+g.HeldBy.Pod+"/"+g.HeldBy.Container)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -76,6 +76,8 @@ func (a *Agent) poll(ctx context.Context, slow bool) {
 	a.obs = Observation{NVML: a.nvml.status}
 	if a.nvml.up {
 		a.readGPUs(ctx, slow)
+		a.attribute(ctx)
+		a.usage.add(a.clock.Now(), a.obs.GPUs, a.obs.Holders)
 	}
 	a.evaluate()
 }

@@ -150,6 +150,14 @@ func (p *prober) sample(h *gpuHandle) GPUSample {
 	s.SlowdownC = h.slow.slowdownC
 	s.ClockReasons = p.clockReasons(h)
 	s.PowerMilliW = read(p, h, "GetPowerUsage", d.GetPowerUsage)
+	s.Utilization = read(p, h, "GetUtilizationRates", func() (uint32, nvml.Return) {
+		u, ret := d.GetUtilizationRates()
+		return u.Gpu, ret
+	})
+	s.Memory = read(p, h, "GetMemoryInfo", func() (MemoryUse, nvml.Return) {
+		m, ret := d.GetMemoryInfo()
+		return MemoryUse{Used: m.Used, Total: m.Total}, ret
+	})
 	s.Lost, s.ResetRequired = fatalReturns(s)
 	return s
 }
@@ -194,6 +202,7 @@ func read[T any](p *prober, h *gpuHandle, name string, fn func() (T, nvml.Return
 func failedSample(s GPUSample, err error) GPUSample {
 	s.ECCUncorrected.Err, s.RowRemap.Err, s.RetiredPending.Err, s.RetiredPages.Err = err, err, err, err
 	s.NVLinks.Err, s.TemperatureC.Err, s.SlowdownC.Err, s.ClockReasons.Err, s.PowerMilliW.Err = err, err, err, err, err
+	s.Utilization.Err, s.Memory.Err = err, err
 	s.Lost, s.ResetRequired = fatalReturns(s)
 	return s
 }
@@ -201,7 +210,7 @@ func failedSample(s GPUSample, err error) GPUSample {
 // fatalReturns finds a reading that failed with "GPU is lost" or "reset required".
 func fatalReturns(s GPUSample) (lost, reset error) {
 	for _, err := range []error{s.ECCUncorrected.Err, s.RowRemap.Err, s.RetiredPending.Err, s.NVLinks.Err,
-		s.TemperatureC.Err, s.ClockReasons.Err, s.PowerMilliW.Err} {
+		s.TemperatureC.Err, s.ClockReasons.Err, s.PowerMilliW.Err, s.Utilization.Err, s.Memory.Err} {
 		switch {
 		case lost == nil && hasReturn(err, nvml.ERROR_GPU_IS_LOST):
 			lost = err

@@ -18,7 +18,7 @@ import (
 // (Ready=False, GitUnavailable), and is Ready again at the first poll after
 // the forge comes back, at the same commit: nobody has to push.
 func TestAPlatformMadeUnreadyByAGitOutageRecoversWithoutANewCommit(t *testing.T) {
-	f := newPlatformFrom(t, renamedPlatform(t, "pgo"))
+	f := newPlatformFrom(t, examplePlatformCopy(t, "pgo"))
 	ctx := context.Background()
 	commit := f.repo.git("-C", f.repo.work, "rev-parse", "HEAD")
 	if p := f.reconcile(t); !apimeta.IsStatusConditionTrue(p.Status.Conditions, taugridv1.ConditionReady) {

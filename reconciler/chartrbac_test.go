@@ -155,10 +155,7 @@ func TestTheChartsRBACRunsAPlatformARepositoryAndARun(t *testing.T) {
 	nudger, stop := startChartManager(t, cfg, forbidden.logger())
 	defer stop()
 
-	platformDir := renamedCopy(t, "../examples/platform", map[string]string{
-		"team-a": "rb-a", "team-b": "rb-b", "tau-low": "rb-low", "tau-normal": "rb-normal",
-		"tau-high": "rb-high", "name: h200\n": "name: rb-h200\n", "cohortName: research": "cohortName: rb",
-	})
+	platformDir := examplePlatformCopy(t, "rb")
 	platformRepo := newGitRepo(t, "platform", platformDir)
 	plat := &taugridv1.TauPlatform{ObjectMeta: metav1.ObjectMeta{Name: "rbac"},
 		Spec: taugridv1.TauPlatformSpec{GitSource: taugridv1.GitSource{URL: platformRepo.URL}, Ref: "main", Path: "."}}

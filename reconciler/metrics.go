@@ -19,6 +19,7 @@ const (
 	MetricRunAttemptsFailed  = "taugrid_run_attempts_failed"
 	MetricRunQueueWait       = "taugrid_run_queue_wait_seconds"
 	MetricRunOldestQueued    = "taugrid_run_oldest_queued_seconds"
+	MetricRunGPUsIdle        = "taugrid_run_gpus_idle"
 	runCollectorListDeadline = 10 * time.Second
 )
 
@@ -36,6 +37,9 @@ var (
 			"status.phases: use it without rate()).", []string{"namespace"}, nil)
 	oldestQueuedDesc = prometheus.NewDesc(MetricRunOldestQueued,
 		"How long the longest-waiting TauRun now in Queued has waited, by namespace.", []string{"namespace"}, nil)
+	gpusIdleDesc = prometheus.NewDesc(MetricRunGPUsIdle,
+		"GPUs of each running TauRun's attempt that are idle by the platform's rule (limits.yaml idle_gpu_percent for idle_gpu_time); "+
+			"0 for a running attempt whose GPUs are read and busy.", []string{"namespace", "run"}, nil)
 )
 
 // RunCollector exports the state of the TauRuns at scrape time, read from
@@ -53,7 +57,7 @@ type RunCollector struct {
 
 // Describe implements prometheus.Collector.
 func (c *RunCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{runsDesc, attemptsFailedDesc, queueWaitDesc, oldestQueuedDesc} {
+	for _, d := range []*prometheus.Desc{runsDesc, attemptsFailedDesc, queueWaitDesc, oldestQueuedDesc, gpusIdleDesc} {
 		ch <- d
 	}
 }
@@ -88,6 +92,9 @@ func (c *RunCollector) Collect(ch chan<- prometheus.Metric) {
 	for ns, d := range s.oldestQueued {
 		ch <- prometheus.MustNewConstMetric(oldestQueuedDesc, prometheus.GaugeValue, d.Seconds(), ns)
 	}
+	for k, n := range s.gpusIdle {
+		ch <- prometheus.MustNewConstMetric(gpusIdleDesc, prometheus.GaugeValue, float64(n), k[0], k[1])
+	}
 }
 
 // runSummary is what the collector exports, computed from the runs.
@@ -96,6 +103,7 @@ type runSummary struct {
 	failed       map[[2]string]int // namespace, failure class
 	waits        map[string]*waitHistogram
 	oldestQueued map[string]time.Duration
+	gpusIdle     map[[2]string]int // namespace, run: running attempts whose GPUs are read
 }
 
 type waitHistogram struct {
@@ -117,7 +125,7 @@ func (h *waitHistogram) observe(d time.Duration) {
 // summarizeRuns is the collector's pure part.
 func summarizeRuns(runs []taugridv1.TauRun, now time.Time) runSummary {
 	s := runSummary{phases: map[[2]string]int{}, failed: map[[2]string]int{},
-		waits: map[string]*waitHistogram{}, oldestQueued: map[string]time.Duration{}}
+		waits: map[string]*waitHistogram{}, oldestQueued: map[string]time.Duration{}, gpusIdle: map[[2]string]int{}}
 	for i := range runs {
 		r := &runs[i]
 		ns := r.Namespace
@@ -138,6 +146,13 @@ func summarizeRuns(runs []taugridv1.TauRun, now time.Time) runSummary {
 				s.waits[ns] = h
 			}
 			h.observe(d)
+		}
+		if n := len(r.Status.Attempts); r.Status.Phase == taugridv1.PhaseRunning && n > 0 && r.Status.Attempts[n-1].GPUUsage != nil {
+			idle := 0
+			if u := r.Status.Attempts[n-1].GPUUsage; u.Idle {
+				idle = int(u.GPUs)
+			}
+			s.gpusIdle[[2]string{ns, r.Name}] = idle
 		}
 		if since, ok := queuedSince(r); ok && now.Sub(since) > s.oldestQueued[ns] {
 			s.oldestQueued[ns] = now.Sub(since)

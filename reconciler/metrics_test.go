@@ -56,6 +56,22 @@ func TestSummarizeRunsCountsPhasesFailuresAndWaits(t *testing.T) {
 	}
 }
 
+func TestRunningRunsExportTheirIdleGPUs(t *testing.T) {
+	running := func(name string, u *taugridv1.GPUUsage) taugridv1.TauRun {
+		r := metricsRun("team-a", map[int]taugridv1.RunPhase{0: "Running"}, []int{0})
+		r.Name, r.Status.Attempts = name, []taugridv1.Attempt{{Number: 1, GPUUsage: u}}
+		return r
+	}
+	ended := running("ended", &taugridv1.GPUUsage{GPUs: 8, Idle: true})
+	ended.Status.Phase = taugridv1.PhaseFailed
+	runs := []taugridv1.TauRun{running("idle", &taugridv1.GPUUsage{GPUs: 8, Idle: true}), running("busy", &taugridv1.GPUUsage{GPUs: 4}),
+		running("unread", nil), ended}
+	s := summarizeRuns(runs, t0)
+	if diff := cmp.Diff(map[[2]string]int{{"team-a", "idle"}: 8, {"team-a", "busy"}: 0}, s.gpusIdle); diff != "" {
+		t.Errorf("idle GPUs (-want +got):\n%s", diff)
+	}
+}
+
 // TestOnlyTheLeaderExportsRunMetrics: a standby replica's scrape has no run
 // series, so sums over replicas count each run once.
 func TestOnlyTheLeaderExportsRunMetrics(t *testing.T) {

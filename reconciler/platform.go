@@ -175,6 +175,9 @@ func (r *PlatformReconciler) reconcilePolicy(ctx context.Context, p *taugridv1.T
 	}
 	objs, err := LoadQueues(lp.tree, lp.policy)
 	if err == nil {
+		err = checkTopologyNodes(ctx, r.Client, lp.policy)
+	}
+	if err == nil {
 		objs, err = r.dispatch(ctx, p, lp, objs)
 	}
 	if err == nil {

@@ -145,6 +145,9 @@ func checkFeasible(ctx context.Context, r client.Reader, ns string, plan *render
 	if plan.Engine == render.EngineRayJob {
 		fields[plan.Profile.GPUResource] = "compute.gpus_per_worker"
 	}
+	if plan.MIG != "" {
+		fields[corev1.ResourceName(render.MIGResource(plan.MIG))] = "compute.mig"
+	}
 	total := requests(objs)
 	for _, name := range sortedResources(total) {
 		want := total[name]
@@ -161,7 +164,7 @@ func checkFeasible(ctx context.Context, r client.Reader, ns string, plan *render
 				want.String(), name, cq.Name, capacity.String())
 		}
 	}
-	return nil
+	return checkPlacement(ctx, r, plan)
 }
 
 // queueCapacity is the most of a resource one flavor of the queue could

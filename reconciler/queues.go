@@ -25,6 +25,7 @@ const QueuesDir = "kueue"
 // applied but never pruned: deleting one would delete a tenant's work.
 var queueKinds = []schema.GroupVersionKind{
 	{Version: "v1", Kind: "Namespace"},
+	{Group: "kueue.x-k8s.io", Version: "v1beta2", Kind: "Topology"},
 	{Group: "kueue.x-k8s.io", Version: "v1beta2", Kind: "ResourceFlavor"},
 	{Group: "kueue.x-k8s.io", Version: "v1beta2", Kind: "WorkloadPriorityClass"},
 	{Group: "kueue.x-k8s.io", Version: "v1beta2", Kind: "Cohort"},
@@ -79,7 +80,7 @@ func readDocuments(tree fs.FS, file string) ([]*unstructured.Unstructured, error
 			continue
 		}
 		if kindOrder(u) < 0 {
-			return nil, fmt.Errorf("%s: document %d: %s %q is not allowed here; expected one of: Namespace, ResourceFlavor, WorkloadPriorityClass, Cohort, ClusterQueue, LocalQueue (kueue.x-k8s.io/v1beta2)",
+			return nil, fmt.Errorf("%s: document %d: %s %q is not allowed here; expected one of: Namespace, Topology, ResourceFlavor, WorkloadPriorityClass, Cohort, ClusterQueue, LocalQueue (kueue.x-k8s.io/v1beta2)",
 				file, i, u.GetObjectKind().GroupVersionKind(), u.GetName())
 		}
 		if u.GetName() == "" {
@@ -119,6 +120,9 @@ func checkQueues(objs []*unstructured.Unstructured, pol *render.Policy) error {
 				return fmt.Errorf("tenant %s submits to LocalQueue %s/%s, which %s/ does not declare", t.Name, t.Namespace, q, QueuesDir)
 			}
 		}
+	}
+	if err := checkMIGQuotas(objs, pol); err != nil {
+		return err
 	}
 	return checkCohortCycles(parents)
 }

@@ -92,6 +92,9 @@ type RunReconciler struct {
 	// Clusters reads the pods of attempts dispatched to MultiKueue worker
 	// clusters; nil: every run's pods are read from Client.
 	Clusters clusters.Locator
+	// GPUUsage reads running attempts' GPU utilisation from the node
+	// agents; nil reads none.
+	GPUUsage GPUUsageSource
 }
 
 // SourceArchiver builds a run's source archive and says where pods fetch it.
@@ -405,6 +408,7 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 	var wait *runs.Explanation
 	var queue runs.QueueState
 	var recheck time.Duration // when a queue or start deadline falls due
+	var idle bool             // GPUs idle, under idle_policy: stop
 	switch p.Phase {
 	case taugridv1.PhaseQueued:
 		if obs.Workload != nil {
@@ -426,11 +430,20 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 		if late {
 			p.Phase = taugridv1.PhaseFailed
 		}
+	case taugridv1.PhaseRunning:
+		if idle, recheck, err = r.reconcileGPUUsage(ctx, run, obs); err != nil {
+			return reconcile.Result{}, err
+		} else if idle {
+			p.Phase = taugridv1.PhaseFailed
+		}
 	}
 	if p.Phase == taugridv1.PhaseFailed {
 		var class FailureClass
 		if class, p.Message, err = r.classify(ctx, run, obs, p.Admitted && !preempted && !running(obs) && !jobEndedInFailure(obs)); err != nil {
 			return reconcile.Result{}, err
+		}
+		if idle {
+			class, p.Message = endIdle(run, r.Clock.Now())
 		}
 		if preempted || !jobEndedInFailure(obs) {
 			// The attempt is over but its workload is not: delete it so

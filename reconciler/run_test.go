@@ -42,7 +42,25 @@ type runFixture struct {
 func newRunFixture(t testing.TB, prefix string) *runFixture {
 	t.Helper()
 	integration(t)
-	plat := newPlatformFrom(t, renamedPlatform(t, prefix))
+	f, _ := newRunFixtureOn(t, prefix, examplePlatformCopy(t, prefix))
+	return f
+}
+
+// examplePlatformCopy is a copy of the example platform whose tenants,
+// queues, flavor, priorities and cohort carry the prefix.
+func examplePlatformCopy(t testing.TB, prefix string) string {
+	t.Helper()
+	return renamedCopy(t, "../examples/platform", map[string]string{
+		"team-a": prefix + "-a", "team-b": prefix + "-b", "tau-low": prefix + "-low", "tau-normal": prefix + "-normal",
+		"tau-high": prefix + "-high", "name: h200\n": "name: " + prefix + "-h200\n", "cohortName: research": "cohortName: " + prefix,
+	})
+}
+
+// newRunFixtureOn registers the platform in platformDir, which must be
+// ready, and the example research repo in tenant prefix-a.
+func newRunFixtureOn(t testing.TB, prefix, platformDir string) (*runFixture, *platformFixture) {
+	t.Helper()
+	plat := newPlatformFrom(t, platformDir)
 	if p := plat.reconcile(t); !apimeta.IsStatusConditionTrue(p.Status.Conditions, taugridv1.ConditionReady) {
 		t.Fatalf("platform not ready: %+v", p.Status.Conditions)
 	}
@@ -63,17 +81,7 @@ func newRunFixture(t testing.TB, prefix string) *runFixture {
 			Policies: plat.r.Policies, Clock: clock, Recorder: events.NewFakeRecorder(100)},
 	}
 	f.poll(t) // the first poll records what is already there
-	return f
-}
-
-// renamedPlatform is the example platform repo with its cluster-scoped
-// names (tenants, priority classes, flavor, cohort) prefixed, so tests
-// that apply it do not share objects.
-func renamedPlatform(t testing.TB, prefix string) string {
-	return renamedCopy(t, "../examples/platform", map[string]string{
-		"team-a": prefix + "-a", "team-b": prefix + "-b", "tau-low": prefix + "-low", "tau-normal": prefix + "-normal",
-		"tau-high": prefix + "-high", "name: h200\n": "name: " + prefix + "-h200\n", "cohortName: research": "cohortName: " + prefix,
-	})
+	return f, plat
 }
 
 func (f *runFixture) poll(t testing.TB) {

@@ -79,6 +79,15 @@ type Compute struct {
 	GPUsPerWorker *int `json:"gpus_per_worker,omitempty" jsonschema:"minimum=0,maximum=64"`
 	// Head is the Ray head's resources (it runs no GPU work).
 	Head *HeadResources `json:"head,omitempty"`
+	// Placement keeps the run's GPU pods together on the platform's
+	// topology: any, same-<level> (all pods in one domain of that level,
+	// such as same-rack) or prefer-same-<level> (there if it has room, else
+	// as close as possible). Multi-node runs always get one pod per host.
+	Placement string `json:"placement,omitempty" jsonschema:"maxLength=70,pattern=^(any|(prefer-)?same-[a-z0-9]+)$"`
+	// MIG asks one slice of a MIG-partitioned GPU, by NVIDIA profile name
+	// (such as 1g.18gb), instead of whole GPUs; the platform lists which
+	// profiles each tenant and compute profile may use.
+	MIG string `json:"mig,omitempty" jsonschema:"maxLength=20,pattern=^[0-9]+g\\.[0-9]+gb$"`
 }
 
 // HeadResources sizes a Ray head pod.

@@ -32,7 +32,12 @@ type Policy struct {
 	// to; none: one cluster.
 	Clusters []WorkerCluster `json:"clusters,omitempty"`
 
-	// Digest is "sha256:<hex>" over the policy files read, in name order.
+	// Topologies are the Kueue Topologies declared under kueue/, by name,
+	// with the ResourceFlavors that place pods by each.
+	Topologies map[string]*PlatformTopology `json:"-"`
+
+	// Digest is "sha256:<hex>" over the policy files read, in name order,
+	// and the kueue/ files that declare a Topology.
 	Digest string `json:"-"`
 }
 
@@ -59,6 +64,9 @@ type Tenant struct {
 	// Priorities the tenant's runs may ask for, by name; empty means only
 	// the policy's default priority.
 	Priorities []string `json:"priorities,omitempty"`
+	// MIGProfiles narrows the MIG profiles (compute.mig) the tenant's runs
+	// may use to these; empty means whatever each compute profile offers.
+	MIGProfiles []string `json:"mig_profiles,omitempty"`
 }
 
 // Profile is a class of machine a run can ask for.
@@ -84,6 +92,17 @@ type Profile struct {
 	// every run's pods are fenced by a NetworkPolicy.
 	AllowIngressFrom []networkingv1.NetworkPolicyPeer `json:"allow_ingress_from,omitempty"`
 	Defaults         ProfileDefaults                  `json:"defaults"`
+	// Topology is the Kueue Topology (declared under kueue/) by which the
+	// profile's ResourceFlavor places pods; it names the levels runs may
+	// ask in compute.placement. Empty: the profile has no topology.
+	Topology string `json:"topology,omitempty"`
+	// MultiNodePlacement is the placement every multi-node run of the
+	// profile gets, such as same-block; a run may ask a narrower level.
+	MultiNodePlacement string `json:"multi_node_placement,omitempty"`
+	// MIGProfiles are the MIG profiles (such as 1g.18gb) the profile's
+	// nodes offer, as nvidia.com/mig-<profile> resources; a run asks one
+	// with compute.mig. Empty: no MIG.
+	MIGProfiles []string `json:"mig_profiles,omitempty"`
 }
 
 // ProfileDefaults fill what a tau file leaves out.
@@ -129,6 +148,50 @@ type PolicyLimits struct {
 	// after this long (an image that never pulls, pods that cannot be
 	// scheduled), releasing its quota; 10m by default.
 	StartDeadline Duration `json:"start_deadline,omitzero"`
+	// IdleGPUPercent (a whole percent), IdleGPUTime and IdlePolicy catch
+	// idle GPUs: an attempt whose GPUs' mean utilisation stays under IdleGPUPercent for
+	// IdleGPUTime is warned about (warn) or ended with the failure class
+	// IdleGPUs (stop). Setting any of them turns it on, the others then
+	// default to 5, 30m and warn; setting none leaves it off.
+	IdleGPUPercent *int       `json:"idle_gpu_percent,omitempty"`
+	IdleGPUTime    Duration   `json:"idle_gpu_time,omitzero"`
+	IdlePolicy     IdleAction `json:"idle_policy,omitempty"`
+}
+
+// IdleAction is what happens to an attempt whose GPUs are idle.
+type IdleAction string
+
+// The idle policies.
+const (
+	IdleWarn IdleAction = "warn" // a warning on the run, its commit and an Event
+	IdleStop IdleAction = "stop" // the warning, and the attempt ends (IdleGPUs)
+)
+
+// IdleRule is the platform's idle-GPU rule in force.
+type IdleRule struct {
+	// BelowPercent is the mean utilisation under which GPUs are idle.
+	BelowPercent float64
+	// For is how long they must stay so.
+	For    time.Duration
+	Action IdleAction
+}
+
+// IdleGPUs is the idle-GPU rule, nil when the platform sets none.
+func (l *PolicyLimits) IdleGPUs() *IdleRule {
+	if l.IdleGPUPercent == nil && l.IdleGPUTime.Duration == 0 && l.IdlePolicy == "" {
+		return nil
+	}
+	r := &IdleRule{BelowPercent: defaultIdlePercent, For: defaultIdleTime, Action: IdleWarn}
+	if l.IdleGPUPercent != nil {
+		r.BelowPercent = float64(*l.IdleGPUPercent)
+	}
+	if l.IdleGPUTime.Duration != 0 {
+		r.For = l.IdleGPUTime.Duration
+	}
+	if l.IdlePolicy != "" {
+		r.Action = l.IdlePolicy
+	}
+	return r
 }
 
 // Security is the pod security every run gets.
@@ -146,6 +209,8 @@ const (
 	defaultTTLAfterFinish = 24 * time.Hour
 	defaultMaxGrace       = 10 * time.Minute
 	defaultStartDeadline  = 10 * time.Minute
+	defaultIdlePercent    = 5
+	defaultIdleTime       = 30 * time.Minute
 	defaultUID            = 65532
 	defaultGPUResource    = "nvidia.com/gpu"
 )
@@ -208,9 +273,16 @@ func LoadPolicy(fsys fs.FS) (*Policy, error) {
 		}
 		checkers[f.name] = &checker{file: f.name, pos: pos}
 	}
+	topologies, digested, terrs := loadTopologies(fsys)
+	errs = append(errs, terrs...)
 	if len(errs) > 0 {
 		return nil, errs.sorted()
 	}
+	for _, data := range digested {
+		fmt.Fprintf(h, "%s\x00%d\x00", kueueDir, len(data))
+		h.Write(data)
+	}
+	p.Topologies = topologies
 	p.Digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
 	p.applyDefaults()
 	if err := p.validate(checkers); err != nil {
@@ -264,6 +336,8 @@ func (p *Policy) validate(cs map[string]*checker) error {
 	validatePriorities(cs["priorities.yaml"], p.Priorities)
 	validateLimits(cs["limits.yaml"], &p.Limits)
 	validateClusters(cs[ClustersFile], p.Clusters)
+	validateProfilePlacement(cs["profiles.yaml"], p)
+	validateTenantMIG(cs["tenants.yaml"], p)
 	var errs ErrorList
 	for _, f := range policyFiles {
 		errs = append(errs, cs[f.name].errs...)
@@ -393,6 +467,21 @@ func validateLimits(c *checker, l *PolicyLimits) {
 	}
 	if l.DefaultRunTime.Duration > l.MaxRunTime.Duration {
 		c.errorf("default_run_time", "%s is longer than max_run_time (%s)", l.DefaultRunTime, l.MaxRunTime)
+	}
+	validateIdle(c, l)
+}
+
+// validateIdle checks the idle-GPU keys. Utilisation is read once a minute,
+// so a shorter idle time could not be told apart.
+func validateIdle(c *checker, l *PolicyLimits) {
+	if p := l.IdleGPUPercent; p != nil && (*p <= 0 || *p > 100) {
+		c.errorf("idle_gpu_percent", "must be more than 0 and at most 100, got %d", *p)
+	}
+	if d := l.IdleGPUTime.Duration; d < 0 || (d > 0 && d < time.Minute) {
+		c.errorf("idle_gpu_time", "must be a duration of at least 1m (utilisation is read once a minute), got %s", l.IdleGPUTime)
+	}
+	if a := l.IdlePolicy; a != "" && a != IdleWarn && a != IdleStop {
+		c.errorf("idle_policy", "unknown policy %q; expected warn or stop", a)
 	}
 }
 

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 	"testing/fstest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // examplePolicyFS is the example platform policy in memory, for tests that
@@ -94,6 +97,18 @@ func TestBrokenPolicyIsRefusedWithFileLineAndField(t *testing.T) {
 			file: "clusters.yaml", content: "clusters:\n- {name: east, kubeconfig_secret: e, cluster_queues: [gpu]}\n- {name: east, kubeconfig_secret: f, cluster_queues: [gpu]}\n",
 			want: `clusters.yaml:3:10: clusters[1].name: "east" is declared twice`,
 		},
+		"an idle threshold over 100%": {
+			file: "limits.yaml", content: "max_retries: 1\nidle_gpu_percent: 150\n",
+			want: "limits.yaml:2:19: idle_gpu_percent: must be more than 0 and at most 100, got 150",
+		},
+		"an idle time shorter than a reading": {
+			file: "limits.yaml", content: "idle_gpu_time: 30s\n",
+			want: "limits.yaml:1:16: idle_gpu_time: must be a duration of at least 1m (utilisation is read once a minute), got 30s",
+		},
+		"an unknown idle policy": {
+			file: "limits.yaml", content: "idle_policy: kill\n",
+			want: `limits.yaml:1:14: idle_policy: unknown policy "kill"; expected warn or stop`,
+		},
 		"a missing required file": {
 			file: "images.yaml", content: "",
 			want: "reading policy file images.yaml: open images.yaml: file does not exist",
@@ -116,6 +131,33 @@ func TestBrokenPolicyIsRefusedWithFileLineAndField(t *testing.T) {
 			}
 			if !slices.Contains(strings.Split(err.Error(), "\n"), tc.want) {
 				t.Errorf("errors lack %q; got:\n%v", tc.want, err)
+			}
+		})
+	}
+}
+
+func TestTheIdleGPURuleIsOffUnlessSetAndFilledByDefaults(t *testing.T) {
+	tests := map[string]struct {
+		limits string
+		want   *IdleRule
+	}{
+		"none set":        {limits: "max_retries: 1\n", want: nil},
+		"only the policy": {limits: "idle_policy: stop\n", want: &IdleRule{BelowPercent: 5, For: 30 * time.Minute, Action: IdleStop}},
+		"only the threshold": {limits: "idle_gpu_percent: 2\n",
+			want: &IdleRule{BelowPercent: 2, For: 30 * time.Minute, Action: IdleWarn}},
+		"all three": {limits: "idle_gpu_percent: 10\nidle_gpu_time: 1h\nidle_policy: warn\n",
+			want: &IdleRule{BelowPercent: 10, For: time.Hour, Action: IdleWarn}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			fsys := examplePolicyFS(t)
+			fsys["limits.yaml"] = &fstest.MapFile{Data: []byte(tc.limits)}
+			pol, err := LoadPolicy(fsys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, pol.Limits.IdleGPUs()); diff != "" {
+				t.Errorf("idle rule (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -148,6 +148,7 @@ func job(p *Plan) *batchv1.Job {
 	name := WorkloadName(p.Run.Name, p.Run.Attempt)
 	pod := p.podSpec(mainContainer(p, "main", p.GPUs, p.command()))
 	pod.RestartPolicy = corev1.RestartPolicyNever
+	p.addMIG(&pod.Containers[0])
 	j := &batchv1.Job{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
 		ObjectMeta: p.objectMeta(name),
@@ -159,7 +160,7 @@ func job(p *Plan) *batchv1.Job {
 			ActiveDeadlineSeconds:   ptr.To(int64(p.Timeout.Seconds())),
 			TTLSecondsAfterFinished: ptr.To(int32(p.TTL.Seconds())),
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: p.podLabels(), Annotations: p.Profile.PodAnnotations},
+				ObjectMeta: metav1.ObjectMeta{Labels: p.podLabels(), Annotations: p.podAnnotations(p.topologyAnnotations(""))},
 				Spec:       pod,
 			},
 		},
@@ -175,6 +176,7 @@ func job(p *Plan) *batchv1.Job {
 				FieldPath: "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}},
 		)
 		c.Ports = []corev1.ContainerPort{{Name: "rendezvous", ContainerPort: torchrunPort}}
+		j.Spec.Template.Spec.Affinity = onePerHost(j.Spec.Template.Spec.Affinity, p.Run.Name, strconv.Itoa(p.Run.Attempt))
 	}
 	return j
 }
@@ -232,7 +234,8 @@ func rayJob(p *Plan) *rayv1.RayJob {
 	})
 	submitter.RestartPolicy = corev1.RestartPolicyNever
 	submitter.Volumes, submitter.InitContainers = nil, nil
-	podMeta := metav1.ObjectMeta{Labels: p.podLabels(), Annotations: p.Profile.PodAnnotations}
+	podMeta := metav1.ObjectMeta{Labels: p.podLabels(), Annotations: p.podAnnotations(p.topologyAnnotations(rayPodSetGroup))}
+	submitterMeta := metav1.ObjectMeta{Labels: p.podLabels(), Annotations: p.podAnnotations(p.submitterTopology())}
 	return &rayv1.RayJob{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "ray.io/v1", Kind: "RayJob"},
 		ObjectMeta: meta,
@@ -248,7 +251,7 @@ func rayJob(p *Plan) *rayv1.RayJob {
 			ActiveDeadlineSeconds:    ptr.To(int32(p.Timeout.Seconds())),
 			BackoffLimit:             ptr.To[int32](0),
 			SubmissionMode:           rayv1.K8sJobMode,
-			SubmitterPodTemplate:     &corev1.PodTemplateSpec{ObjectMeta: podMeta, Spec: submitter},
+			SubmitterPodTemplate:     &corev1.PodTemplateSpec{ObjectMeta: submitterMeta, Spec: submitter},
 			RayClusterSpec: &rayv1.RayClusterSpec{
 				HeadGroupSpec: rayv1.HeadGroupSpec{
 					RayStartParams: map[string]string{"dashboard-host": "0.0.0.0", "num-gpus": "0"},

@@ -74,6 +74,13 @@ type Plan struct {
 	HeadMemory       resource.Quantity
 	ProcessesPerNode int
 
+	// Placement is where the run's GPU pods go on the profile's
+	// topology; MIG is the MIG profile of the pod's one slice, when it asks
+	// one instead of whole GPUs (GPUs is then 0).
+	Placement      Placement
+	MIG            string
+	policyTopology *PlatformTopology
+
 	Timeout time.Duration
 	// TTL is how long an ended Job or RayJob object is kept for the record
 	// (the platform's ttl_after_finished); its pods and Ray cluster are
@@ -152,6 +159,7 @@ func Resolve(rc *RunConfig, pol *Policy, tenant string, run Run) (*Plan, error) 
 	}
 	if p.Profile != nil {
 		resolveCompute(c, p)
+		resolvePlacement(c, pol, p)
 	}
 	if err := c.errs.orNil(); err != nil {
 		return nil, err

@@ -255,6 +255,7 @@ func validateCompute(c *checker, cfg *Config) {
 	if c.set("compute.workers") && (cp.Workers < 1 || cp.Workers > 1024) {
 		c.errorf("compute.workers", "must be between 1 and 1024, got %d", cp.Workers)
 	}
+	validatePlacementFields(c, cfg)
 	ex := &cfg.Execution
 	if ex.Launcher != "" && ex.Launcher != LauncherPython && ex.Launcher != LauncherTorchrun {
 		c.errorf("execution.launcher", "unknown launcher %q; expected python or torchrun", ex.Launcher)

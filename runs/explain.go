@@ -26,6 +26,7 @@ const (
 	WaitAdmissionChecks WaitKind = "AdmissionChecks" // quota reserved, admission checks pending
 	WaitStopped         WaitKind = "QueueStopped"    // the platform stopped the queue
 	WaitInfeasible      WaitKind = "Infeasible"      // can never be admitted as asked
+	WaitPlacement       WaitKind = "Placement"       // quota free, but no domain of the topology has room as asked now
 	WaitOther           WaitKind = "Other"           // Kueue said something else; its words are kept
 )
 
@@ -105,6 +106,8 @@ func ExplainWait(wl *kueue.Workload, q QueueState) Explanation {
 		return explanation(WaitInfeasible, fmt.Sprintf("cannot run: %s offers no %s; ask for a profile that has it", cq, m[1]), q, msg)
 	case stoppedRE.MatchString(msg):
 		return explanation(WaitStopped, cq+" is paused by the platform; the run starts when it reopens", q, msg)
+	case isPlacementMessage(msg):
+		return explainPlacement(msg, q, cq)
 	case insufficientRE.MatchString(msg):
 		m := insufficientRE.FindStringSubmatch(msg)
 		res, flavor, more := m[1], m[2], m[3]

@@ -138,6 +138,69 @@ type Attempt struct {
 	// which the Workload's eviction and the workload's deletion are seen.
 	// +optional
 	Preemption *Preemption `json:"preemption,omitempty"`
+	// GPUUsage is the attempt's GPU utilisation, read from the node
+	// agents of the nodes its pods run on, once a minute while it runs.
+	// +optional
+	GPUUsage *GPUUsage `json:"gpuUsage,omitempty"`
+}
+
+// MaxGPUUsagePoints bounds an attempt's utilisation series: past it, the
+// series halves its resolution (two points become one), so a week-long
+// attempt keeps as many points as a two-hour one.
+const MaxGPUUsagePoints = 120
+
+// GPUUsage is how busy an attempt's GPUs are, as the node agents measure
+// it (SM utilisation, per minute), counting only the GPUs its own pods hold.
+type GPUUsage struct {
+	// Summary says it in one line, e.g. "8 GPUs, 91% busy over the last 10 min".
+	Summary string `json:"summary"`
+	// GPUs is how many GPUs the attempt's pods were seen holding.
+	GPUs int32 `json:"gpus"`
+	// ReadAt is when the node agents were last asked.
+	ReadAt metav1.Time `json:"readAt"`
+	// Through is the end of the last whole minute folded into Series:
+	// the next reading adds the minutes after it.
+	// +optional
+	Through *metav1.Time `json:"through,omitempty"`
+	// Unread names the nodes whose agent did not answer the last time.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	Unread []string `json:"unread,omitempty"`
+	// IdleSince is the start of the minutes, up to now, in which the GPUs'
+	// mean utilisation stayed under the platform's idle threshold.
+	// +optional
+	IdleSince *metav1.Time `json:"idleSince,omitempty"`
+	// Idle says the GPUs stayed under the threshold for the platform's
+	// idle time (limits.yaml idle_gpu_percent, idle_gpu_time); it stays set
+	// until they are busy again.
+	// +optional
+	Idle bool `json:"idle,omitempty"`
+	// Series is the mean utilisation of the attempt's GPUs over its life.
+	// +optional
+	Series GPUUsageSeries `json:"series,omitzero"`
+}
+
+// GPUUsageSeries is a utilisation series of at most MaxGPUUsagePoints
+// points, each StepMinutes wide.
+type GPUUsageSeries struct {
+	// Start is the minute the first point counts from.
+	Start metav1.Time `json:"start"`
+	// StepMinutes is the width of a point: 1, doubled each time the
+	// series is full.
+	StepMinutes int32 `json:"stepMinutes"`
+	// +kubebuilder:validation:MaxItems=120
+	// +optional
+	Points []GPUUsagePoint `json:"points,omitempty"`
+}
+
+// GPUUsagePoint is the mean utilisation over one step of a series.
+type GPUUsagePoint struct {
+	// Minute is where the point starts, in minutes from the series' start.
+	Minute int32 `json:"minute"`
+	// Percent is the mean utilisation of the attempt's GPUs, 0 to 100.
+	Percent int32 `json:"percent"`
+	// Minutes is how many minutes with a reading the point folds.
+	Minutes int32 `json:"minutes"`
 }
 
 // Preemption is Kueue's preemption of an attempt's workload.

@@ -45,6 +45,7 @@ type options struct {
 	janitor                                                  string
 	janitorIdle, janitorEvery                                time.Duration
 	multiKueueNamespace                                      string
+	readGPUUsage                                             bool
 }
 
 // defaultNamespace is the controller's namespace outside the chart (which
@@ -69,6 +70,7 @@ func main() {
 	flag.StringVar(&o.multiKueueNamespace, "multikueue-namespace", "", "Kueue's namespace in a MultiKueue manager: runs dispatched to worker clusters are followed through the kubeconfig Secrets there; empty: a single cluster")
 	flag.StringVar(&o.janitor, "janitor", "release", "quota held for nothing (orphaned or idle reservations, RayJobs KubeRay refused, pods stuck on lost nodes): release, report or off")
 	flag.DurationVar(&o.janitorIdle, "janitor-idle-after", 15*time.Minute, "how long an admitted workload may run no pod, or a pod on a lost node stay terminating, before the janitor acts")
+	flag.BoolVar(&o.readGPUUsage, "read-gpu-usage", true, "read running attempts' GPU utilisation from the tau-nodeagent pods (in --namespace) once a minute, for the run's summary and the platform's idle-GPU rule")
 	flag.DurationVar(&o.janitorEvery, "janitor-interval", time.Minute, "how often the janitor looks")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -170,13 +172,18 @@ func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 	forges := &reconciler.ForgeReconciler{Client: c, Clock: clk, Recorder: mgr.GetEventRecorder("tau-forge"), Metrics: forgeMetrics,
 		GitHubAPIURL: forge.DefaultGitHubAPI, AppTokens: &forge.AppTokens{Clock: clk, Metrics: forgeMetrics}, Buckets: &forge.Buckets{}}
 	pulls := &reconciler.PullRequests{Client: c, Git: git, Policies: policies, Forge: forges}
+	usage, err := setupGPUUsage(mgr, o)
+	if err != nil {
+		return err
+	}
 	steps := []interface{ SetupWithManager(ctrl.Manager) error }{
 		&reconciler.PlatformReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-platform"),
 			MultiKueueNamespace: o.multiKueueNamespace},
 		&reconciler.RepositoryReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-repository"),
 			PullRequests: pulls},
 		&reconciler.RunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Files: &reconciler.GitFiles{Client: c, Git: git},
-			Policies: policies, Sources: sources, Clock: clk, Recorder: mgr.GetEventRecorder("tau-run"), Evidence: ev, Clusters: workers},
+			Policies: policies, Sources: sources, Clock: clk, Recorder: mgr.GetEventRecorder("tau-run"), Evidence: ev, Clusters: workers,
+			GPUUsage: usage},
 		ev,
 		forges,
 		&reconciler.RefusalReporter{Client: c, Forge: forges, Recorder: mgr.GetEventRecorder("tau-forge")},
@@ -187,6 +194,19 @@ func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 		}
 	}
 	return nil
+}
+
+// setupGPUUsage is how the run reconciler reads the node agents; nil with
+// --read-gpu-usage=false (no node agents installed).
+func setupGPUUsage(mgr manager.Manager, o options) (reconciler.GPUUsageSource, error) {
+	if !o.readGPUUsage {
+		return nil, nil
+	}
+	reads, err := reconciler.NewGPUUsageReads(crmetrics.Registry)
+	if err != nil {
+		return nil, err
+	}
+	return &reconciler.NodeAgents{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Reads: reads}, nil
 }
 
 // setupMetrics registers the run collector, which reads TauRuns from the

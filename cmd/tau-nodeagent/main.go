@@ -2,7 +2,13 @@
 // broken ones: it sets the node condition TauGPUHealthy, taints the node
 // taugrid.dev/gpu-unhealthy:NoSchedule when a GPU is broken, records Events and
 // serves metrics. It runs as a DaemonSet (nodeagent/deploy), or once from a
-// shell (--once -o json --dry-run) to check a machine.
+// shell (--once -o json) to check a machine.
+//
+// --once exits 0 when the node's GPUs are healthy, 1 when one is not or the
+// cycle failed (the cluster could not be reached or written), 2 on bad flags,
+// and 3 when the GPUs cannot be monitored (NVML absent or failing: the verdict
+// is Unknown). On a machine with no cluster configured (no --kubeconfig, not in
+// a pod) it only reports, as with --dry-run.
 package main
 
 import (
@@ -23,6 +29,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -48,6 +55,7 @@ type options struct {
 	xidIgnore   string
 	apiQPS      float64
 	apiBurst    int
+	podSocket   string
 }
 
 func parseFlags(args []string, stderr io.Writer) (options, error) {
@@ -78,6 +86,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.Float64Var(&c.Breaker.MaxShare, "breaker-max-share", c.Breaker.MaxShare, "largest share of GPU nodes tainted within --breaker-window")
 	fs.DurationVar(&c.Breaker.Window, "breaker-window", c.Breaker.Window, "circuit-breaker window")
 	fs.StringVar(&c.GPUNodeSelector, "gpu-node-selector", c.GPUNodeSelector, "label selector of the GPU nodes the circuit breaker counts")
+	fs.StringVar(&o.podSocket, "pod-resources-socket", nodeagent.DefaultPodResourcesSocket,
+		"the kubelet's PodResources socket, to attribute GPUs to pods (empty: no attribution)")
+	fs.DurationVar(&c.UtilizationWindow, "utilization-window", c.UtilizationWindow, "how much per-minute utilisation history /gpus serves")
 	fs.Float64Var(&o.apiQPS, "api-qps", 5, "Kubernetes client QPS")
 	fs.IntVar(&o.apiBurst, "api-burst", 10, "Kubernetes client burst")
 	if err := fs.Parse(args); err != nil {
@@ -119,19 +130,28 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	log := setupLog(stderr)
-	kube, err := setupKube(o)
-	if err != nil {
-		log.Error(err, "connecting to the Kubernetes API")
-		return 1
+	kube, kubeErr := setupKube(o)
+	if kubeErr != nil {
+		log.Error(kubeErr, "connecting to the Kubernetes API")
+		if !o.once {
+			return 1
+		}
+		log.Info("reporting only: nothing is written to the cluster")
 	}
+	pods, closePods := setupPodResources(o, log)
+	defer closePods()
 	reg := setupRegistry()
-	agent, err := nodeagent.New(o.cfg, nodeagent.Deps{NVML: setupNVML(o.nvmlLibrary), Kube: kube, Registry: reg, Log: log})
+	agent, err := nodeagent.New(o.cfg, nodeagent.Deps{NVML: setupNVML(o.nvmlLibrary), Kube: kube, PodResources: pods, Registry: reg, Log: log})
 	if err != nil {
 		log.Error(err, "building the agent")
 		return 1
 	}
 	if o.once {
-		return runOnce(ctx, agent, o.output, stdout, log)
+		code := runOnce(ctx, agent, o.output, stdout, log)
+		if kubeErr != nil {
+			code = max(code, 1)
+		}
+		return code
 	}
 	srv := setupServer(o.metricsAddr, agent.Handler(reg), log)
 	defer shutdown(srv)
@@ -158,7 +178,36 @@ func runOnce(ctx context.Context, agent *nodeagent.Agent, output string, stdout 
 		log.Error(err, "the cycle failed")
 		return 1
 	}
-	return 0
+	return verdictCode(report.Verdict)
+}
+
+// verdictCode is --once's exit status for a verdict.
+func verdictCode(v nodeagent.Verdict) int {
+	switch v.Status {
+	case corev1.ConditionTrue:
+		return 0
+	case corev1.ConditionFalse:
+		return 1
+	}
+	return 3
+}
+
+// setupPodResources connects to the kubelet's PodResources API. --once skips a
+// socket that is not there (a machine with no kubelet); the DaemonSet dials it
+// anyway, since the kubelet may create it later.
+func setupPodResources(o options, log logr.Logger) (nodeagent.PodResources, func()) {
+	if o.podSocket == "" {
+		return nil, func() {}
+	}
+	if _, err := os.Stat(o.podSocket); err != nil && o.once {
+		return nil, func() {}
+	}
+	c, closer, err := nodeagent.DialPodResources(o.podSocket)
+	if err != nil {
+		log.Error(err, "GPUs will not be attributed to pods")
+		return nil, func() {}
+	}
+	return c, func() { _ = closer.Close() }
 }
 
 func setupLog(w io.Writer) logr.Logger {
@@ -191,10 +240,12 @@ func setupNVML(path string) nvml.Interface {
 	return nvml.New(nvml.WithLibraryPath(path))
 }
 
-// setupKube connects to the API server; --once --dry-run works without one.
+// setupKube connects to the API server. --once works without one: with
+// --dry-run, or on a machine with no cluster configured, it only reports.
 func setupKube(o options) (kubernetes.Interface, error) {
 	reportOnly := o.once && o.cfg.DryRun
-	if reportOnly && (o.cfg.NodeName == "" || (o.kubeconfig == "" && os.Getenv("KUBERNETES_SERVICE_HOST") == "")) {
+	noCluster := o.kubeconfig == "" && os.Getenv("KUBERNETES_SERVICE_HOST") == "" && os.Getenv("KUBECONFIG") == ""
+	if (reportOnly || o.once) && (o.cfg.NodeName == "" || noCluster) {
 		return nil, nil
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)

@@ -11,15 +11,32 @@ import (
 	"github.com/taugrid/taugrid/nodeagent"
 )
 
-// TestOnceDryRunWithoutADriverPrintsAnUnmonitoredNode is hack/gpu-check.sh on a
-// machine without a driver: exit 0, a JSON report saying NVML is unavailable,
-// nothing it would taint.
-func TestOnceDryRunWithoutADriverPrintsAnUnmonitoredNode(t *testing.T) {
+// TestOnceWithoutADriverPrintsAnUnmonitoredNode is hack/gpu-check.sh, and an
+// admin on a node with no cluster access, on a machine without a driver: a
+// JSON report saying NVML is unavailable, the verdict Unknown, nothing it
+// would taint, and exit 3 (not monitored), with --dry-run or without.
+func TestOnceWithoutADriverPrintsAnUnmonitoredNode(t *testing.T) {
+	for name, args := range map[string][]string{
+		"dry run":                     {"--dry-run"},
+		"no cluster configured":       {"--node-name", "gpu-1"},
+		"no cluster, no PodResources": {"--pod-resources-socket", "/nonexistent/kubelet.sock"},
+	} {
+		t.Run(name, func(t *testing.T) { onceWithoutADriver(t, args) })
+	}
+}
+
+func onceWithoutADriver(t *testing.T, args []string) {
 	t.Setenv("NODE_NAME", "")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("KUBECONFIG", "")
 	var stdout, stderr strings.Builder
-	code := run(context.Background(), []string{"--once", "-o", "json", "--dry-run", "--nvml-library", "/nonexistent/libnvidia-ml.so.1"}, &stdout, &stderr)
-	if code != 0 {
-		t.Fatalf("exit %d, stderr:\n%s", code, stderr.String())
+	args = append([]string{"--once", "-o", "json", "--nvml-library", "/nonexistent/libnvidia-ml.so.1"}, args...)
+	code := run(context.Background(), args, &stdout, &stderr)
+	if code != 3 {
+		t.Fatalf("exit %d, want 3 (GPUs not monitored); stderr:\n%s", code, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "connecting to the Kubernetes API") {
+		t.Errorf("with no cluster configured it tried one:\n%s", stderr.String())
 	}
 	var report nodeagent.Report
 	if err := json.Unmarshal([]byte(stdout.String()), &report); err != nil {
@@ -45,7 +62,7 @@ func TestFlagsAreChecked(t *testing.T) {
 		"the breaker share is a fraction":             {args: []string{"--once", "--breaker-max-share", "2"}, want: "--breaker-max-share 2: want more than 0, at most 1"},
 		"the output is text or json":                  {args: []string{"--once", "-o", "yaml"}, want: `-o "yaml": want text or json`},
 		"intervals are positive":                      {args: []string{"--once", "--poll-interval", "0s"}, want: "intervals and timeouts must be positive"},
-		"--once without --dry-run needs a cluster":    {args: []string{"--once", "--node-name", "n1", "--kubeconfig", "/nonexistent"}, want: "connecting to the Kubernetes API"},
+		"--once with a cluster it cannot reach fails": {args: []string{"--once", "--node-name", "n1", "--kubeconfig", "/nonexistent"}, want: "connecting to the Kubernetes API"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -56,5 +73,20 @@ func TestFlagsAreChecked(t *testing.T) {
 				t.Errorf("exit %d, stderr %q; want a failure saying %q", code, stderr.String(), tc.want)
 			}
 		})
+	}
+}
+
+// TestOnceWithAClusterItCannotReachStillPrintsTheVerdict: the admin sees what
+// NVML said, and the exit status says the cycle failed.
+func TestOnceWithAClusterItCannotReachStillPrintsTheVerdict(t *testing.T) {
+	var stdout, stderr strings.Builder
+	code := run(context.Background(), []string{"--once", "-o", "json", "--node-name", "n1", "--kubeconfig", "/nonexistent",
+		"--nvml-library", "/nonexistent/libnvidia-ml.so.1"}, &stdout, &stderr)
+	var report nodeagent.Report
+	if err := json.Unmarshal([]byte(stdout.String()), &report); err != nil {
+		t.Fatalf("no JSON report: %v\n%s", err, stdout.String())
+	}
+	if code == 0 || report.Verdict.Status != "Unknown" || !report.DryRun {
+		t.Errorf("exit %d, verdict %q, dryRun %v; want non-zero, Unknown, reported only", code, report.Verdict.Status, report.DryRun)
 	}
 }

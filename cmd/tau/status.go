@@ -128,11 +128,26 @@ func printRun(w io.Writer, r *taugridv1.TauRun) {
 			fmt.Fprintf(w, "    %d  %-14s %s%s\n", a.Number, orDash(a.FailureClass), a.Reason, onCluster(a.Cluster))
 		}
 	}
+	printGPUUsage(w, r)
 	if r.Status.ConfigDigest != "" {
 		fmt.Fprintf(w, "  config: %s %s; policy at %.12s\n", r.Status.TauFile, r.Status.ConfigDigest, r.Status.PolicyCommit)
 	}
 	if r.Status.EvidenceURL != "" {
 		fmt.Fprintf(w, "  evidence: %s\n", r.Status.EvidenceURL)
+	}
+}
+
+// printGPUUsage says how busy the current attempt's GPUs are, and warns
+// when they are idle by the platform's rule.
+func printGPUUsage(w io.Writer, r *taugridv1.TauRun) {
+	n := len(r.Status.Attempts)
+	if n == 0 || r.Status.Attempts[n-1].GPUUsage == nil {
+		return
+	}
+	u := r.Status.Attempts[n-1].GPUUsage
+	fmt.Fprintf(w, "  gpus: %s\n", u.Summary)
+	if u.Idle && !r.Status.Phase.Final() {
+		fmt.Fprintln(w, "  warning: the GPUs are idle by the platform's rule; other teams wait for them (tau logs shows what the run does)")
 	}
 }
 

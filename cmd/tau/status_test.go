@@ -116,3 +116,15 @@ func TestStatusAndListReadRunsWithTheUsersKubeconfig(t *testing.T) {
 		t.Errorf("unknown run: err = %v", err)
 	}
 }
+
+func TestStatusSaysHowBusyTheGPUsAreAndWarnsWhenIdle(t *testing.T) {
+	run := &taugridv1.TauRun{Status: taugridv1.TauRunStatus{Phase: taugridv1.PhaseRunning, Attempts: []taugridv1.Attempt{{Number: 1,
+		GPUUsage: &taugridv1.GPUUsage{GPUs: 8, Idle: true, Summary: "8 GPUs, 1% busy over the last 10 min; idle: under 5% since 10:02 UTC"}}}}}
+	var b strings.Builder
+	printRun(&b, run)
+	for _, want := range []string{"  gpus: 8 GPUs, 1% busy over the last 10 min; idle: under 5% since 10:02 UTC\n", "  warning: the GPUs are idle by the platform's rule"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("tau status lacks %q:\n%s", want, b.String())
+		}
+	}
+}

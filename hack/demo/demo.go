@@ -39,6 +39,7 @@ type demo struct {
 	ctrlLog  string
 	started  time.Time
 	research string // working copy of the research repo
+	platform string // working copy of the platform repo
 	gitEnv   []string
 	apiURL   string // the controller's runs API
 	tau      string // the tau binary
@@ -49,7 +50,8 @@ type demo struct {
 const demoToken = "demo-team-a-token"
 
 // run is the demo; mode "bench" measures the CLI afterwards, "recovery"
-// shows a preempted run retried from its checkpoint.
+// shows a preempted run retried from its checkpoint, and the default shows
+// a 2-node run placed in one rack.
 func run(ctx context.Context, keep bool, mode string) (err error) {
 	d := &demo{started: time.Now()}
 	if d.root, err = controlplane.RepoRoot(); err != nil {
@@ -67,7 +69,7 @@ func run(ctx context.Context, keep bool, mode string) (err error) {
 		say string
 		do  func(context.Context) error
 	}{
-		{"starting the local cluster (kwok fake H200 nodes, Kueue, KubeRay)", d.startCluster},
+		{"starting the local cluster (kwok fake H200 nodes in one block of two racks, Kueue, KubeRay)", d.startCluster},
 		{"starting a local git server with the example platform and research repos", d.startGit},
 		{"installing TauGrid's CRDs and starting tau-controller", d.startController},
 		{"registering the platform repo (TauPlatform) and the research repo (TauRepository in team-a)", d.register},
@@ -87,11 +89,16 @@ func run(ctx context.Context, keep bool, mode string) (err error) {
 	switch mode {
 	case "bench":
 		d.say("measuring the CLI")
-		return d.bench(ctx)
+		err = d.bench(ctx)
 	case "recovery":
-		return d.recovery(ctx)
+		err = d.recovery(ctx)
+	default:
+		err = d.topology(ctx)
 	}
-	return nil
+	if err == nil {
+		d.usage()
+	}
+	return err
 }
 
 func (d *demo) say(format string, args ...any) {
@@ -133,6 +140,8 @@ func (d *demo) startGit(ctx context.Context) error {
 		}
 		if repo.name == "team-a/research" {
 			d.research = work
+		} else {
+			d.platform = work
 		}
 	}
 	return nil
@@ -224,7 +233,7 @@ func (d *demo) register(ctx context.Context) error {
 	platform := &taugridv1.TauPlatform{
 		ObjectMeta: metav1.ObjectMeta{Name: "default"},
 		Spec: taugridv1.TauPlatformSpec{GitSource: taugridv1.GitSource{URL: d.gitURL + "/platform.git"}, Ref: "main", Path: ".",
-			Interval: metav1.Duration{Duration: 30 * time.Second}},
+			Interval: metav1.Duration{Duration: 5 * time.Second}},
 	}
 	repo := &taugridv1.TauRepository{
 		ObjectMeta: metav1.ObjectMeta{Name: "research", Namespace: "team-a"},
@@ -341,14 +350,16 @@ func (d *demo) runWithCLI(ctx context.Context) error {
 		return err
 	}
 	d.say("tau list")
-	if _, err := d.tauCmd(ctx, "list"); err != nil {
-		return err
-	}
+	_, err = d.tauCmd(ctx, "list")
+	return err
+}
+
+// usage says how to use the cluster the demo leaves with --keep.
+func (d *demo) usage() {
 	d.say("done. With the cluster kept (go run ./hack/demo --keep), use it with:")
 	fmt.Printf("    export TAU_API_URL=%s TAU_TOKEN=%s\n    cd %s && %s list -n team-a; %s run --wait -n team-a\n",
 		d.apiURL, demoToken, d.research, d.tau, d.tau)
 	fmt.Printf("    export KUBECONFIG=%s\n    kubectl get tau -A; kubectl get jobs,workloads -n team-a\n", d.cluster.Kubeconfig())
-	return nil
 }
 
 // tauCmd runs the tau binary in the research working copy, as team-a,

@@ -2,8 +2,9 @@
 // the local cluster (kwok fake H200 nodes, the real Kueue and KubeRay), a
 // local git server holding the example platform and research repos, and
 // the controller; pushes a run tag with the real git CLI; follows the run
-// through Kueue admission to completion; and cleans everything up on exit
-// or Ctrl-C.
+// through Kueue admission to completion; declares the fake nodes' blocks
+// and racks in the platform repo and shows a 2-node run placed in one rack;
+// and cleans everything up on exit or Ctrl-C.
 package main
 
 import (

@@ -57,6 +57,9 @@ func summary(run *taugridv1.TauRun, line string) string {
 	}
 	if n := len(st.Attempts); n > 0 {
 		fmt.Fprintf(&b, "**Attempts** %d\n\n", n)
+		if u := st.Attempts[n-1].GPUUsage; u != nil {
+			fmt.Fprintf(&b, "**GPUs** %s\n\n", u.Summary)
+		}
 	}
 	if st.ConfigDigest != "" {
 		fmt.Fprintf(&b, "**Config** `%s` `%s`; **policy** at `%.12s` `%s`\n\n", st.TauFile, st.ConfigDigest, st.PolicyCommit, st.PolicyDigest)
@@ -84,6 +87,9 @@ func describe(run *taugridv1.TauRun) (State, string) {
 		}
 		return StateRunning, generic(run)
 	case taugridv1.PhaseRunning:
+		if since := idleSince(run); since != "" {
+			return StateRunning, "running; warning: GPUs idle since " + since
+		}
 		return StateRunning, "running"
 	case taugridv1.PhaseSucceeded:
 		return StateSuccess, "succeeded"
@@ -93,6 +99,20 @@ func describe(run *taugridv1.TauRun) (State, string) {
 		return StateError, msg
 	}
 	return StatePending, "accepted: preparing the run"
+}
+
+// idleSince is when the current attempt's GPUs went idle, by the
+// platform's idle rule, or "". The time, not a duration, so the line does
+// not change (and post again) every minute.
+func idleSince(run *taugridv1.TauRun) string {
+	n := len(run.Status.Attempts)
+	if n == 0 {
+		return ""
+	}
+	if u := run.Status.Attempts[n-1].GPUUsage; u != nil && u.Idle && u.IdleSince != nil {
+		return u.IdleSince.UTC().Format("15:04") + " UTC"
+	}
+	return ""
 }
 
 // generic is the line a queued or admitted run shows before the run

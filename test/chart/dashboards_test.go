@@ -44,7 +44,8 @@ func (d describer) MustRegister(cs ...prometheus.Collector) {
 func (d describer) Unregister(prometheus.Collector) bool { return false }
 
 // exportedMetrics are the names the controller and the node agent register,
-// through the same constructors their mains call.
+// through the same constructors their mains call, and those of Kueue, KubeRay
+// and Ray listed in testdata/thirdparty-metrics.txt.
 func exportedMetrics(t *testing.T) describer {
 	t.Helper()
 	d := describer{}
@@ -59,6 +60,9 @@ func exportedMetrics(t *testing.T) describer {
 		t.Fatal(err)
 	}
 	nodeagent.NewMetrics(d)
+	for _, m := range thirdPartyMetrics(t) {
+		d[m.name] = true
+	}
 	return d
 }
 

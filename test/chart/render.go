@@ -11,6 +11,7 @@ import (
 	"io"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 
@@ -38,10 +39,21 @@ type Rendered struct {
 	Notes   string
 }
 
+// MonitoringAPIs are what a cluster with the Prometheus Operator serves, as
+// Helm's .Capabilities.APIVersions lists them.
+var MonitoringAPIs = []string{"monitoring.coreos.com/v1", "monitoring.coreos.com/v1/ServiceMonitor", "monitoring.coreos.com/v1/PrometheusRule"}
+
 // Render renders the chart in namespace with values over values.yaml, as
-// `helm install --dry-run` without a cluster does; a schema violation is
-// the error Helm would print.
+// `helm install --dry-run` without a cluster does (Helm's default
+// capabilities: no Prometheus Operator); a schema violation is the error Helm
+// would print.
 func Render(namespace string, values map[string]any) (*Rendered, error) {
+	return RenderOn(namespace, values)
+}
+
+// RenderOn is Render on a cluster that also serves apiVersions (such as
+// MonitoringAPIs).
+func RenderOn(namespace string, values map[string]any, apiVersions ...string) (*Rendered, error) {
 	c, err := loader.Load(Dir())
 	if err != nil {
 		return nil, err
@@ -49,8 +61,10 @@ func Render(namespace string, values map[string]any) (*Rendered, error) {
 	if values == nil {
 		values = map[string]any{}
 	}
+	caps := *chartutil.DefaultCapabilities
+	caps.APIVersions = append(slices.Clone(caps.APIVersions), apiVersions...)
 	vals, err := chartutil.ToRenderValues(c, values, chartutil.ReleaseOptions{
-		Name: "taugrid", Namespace: namespace, Revision: 1, IsInstall: true}, nil)
+		Name: "taugrid", Namespace: namespace, Revision: 1, IsInstall: true}, &caps)
 	if err != nil {
 		return nil, err
 	}

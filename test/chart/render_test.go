@@ -271,7 +271,10 @@ func TestTheNodeAgentRunsOnGPUNodesUnderItsOwnAdmissionPolicy(t *testing.T) {
 // TestOptionsRenderWhatTheySay checks the non-default values land where
 // they should.
 func TestOptionsRenderWhatTheySay(t *testing.T) {
-	r := render(t, everyOptionOn())
+	r, err := RenderOn(Namespace, everyOptionOn(), MonitoringAPIs...)
+	if err != nil {
+		t.Fatal(err)
+	}
 	d := convert[appsv1.Deployment](t, r.Find("Deployment", "tau-controller"))
 	c := d.Spec.Template.Spec.Containers[0]
 	got := map[string]string{
@@ -294,7 +297,7 @@ func TestOptionsRenderWhatTheySay(t *testing.T) {
 		"fetch-image": "ghcr.io/taugrid/tau:v0.2.0", "evidence": ":8090", "cache": "pvc:tau-controller-cache",
 		"s3 secret": "evidence-s3/secret-access-key", "log level": "debug",
 		"ingress": "tau-controller", "monitors": "tau-controller,tau-nodeagent", "rules": "taugrid",
-		"dashboards": "taugrid-dashboard-gpu-health,taugrid-dashboard-queues,taugrid-dashboard-runs",
+		"dashboards": "taugrid-dashboard-gpu-health,taugrid-dashboard-gpu-utilization,taugrid-dashboard-kueue,taugrid-dashboard-queues,taugrid-dashboard-ray,taugrid-dashboard-runs",
 		"platform":   "platform", "pvcs": "tau-controller-cache", "agent driver": "ghcr.io/taugrid/tau-nodeagent:v0.1.1",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -164,7 +164,7 @@ func (c *Cluster) upInCluster(ctx context.Context, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(out, "adding fake GPU nodes gpu-node-1, gpu-node-2 (8x NVIDIA-H200 each)")
+	fmt.Fprintln(out, "adding fake GPU nodes gpu-node-1 to gpu-node-4 (8x NVIDIA-H200 each; block-1: rack-1 has nodes 1 and 2, rack-2 has 3 and 4)")
 	if err := ensureNodes(ctx, cl); err != nil {
 		return err
 	}

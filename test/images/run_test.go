@@ -245,7 +245,10 @@ func runNodeAgent(t *testing.T, p *podman, env *controlplane.Env, c client.Clien
 		t.Fatal(err)
 	}
 	sa := "--volume=" + boundServiceAccountDir(t, env, c, agentPod) + ":/var/run/secrets/kubernetes.io/serviceaccount:ro"
-	args := runArgs(t, spec.Containers[0], spec.SecurityContext, pod{env: map[string]string{"spec.nodeName": node.Name}, extra: inCluster(t, env)})
+	// The kubelet's PodResources directory holds no socket here: the agent
+	// reports its GPUs unattributed, which must not change its verdict.
+	vols := map[string]string{"pod-resources": emptyDir(t)}
+	args := runArgs(t, spec.Containers[0], spec.SecurityContext, pod{env: map[string]string{"spec.nodeName": node.Name}, volumes: vols, extra: inCluster(t, env)})
 	p.must(append([]string{"run", "--detach", "--name", "tau-nodeagent", sa}, args...)...)
 	logsOnFailure(t, p, "tau-nodeagent")
 	waitFor(t, 60*time.Second, "the node agent's TauGPUHealthy condition", func() (bool, string) {

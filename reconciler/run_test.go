@@ -37,7 +37,7 @@ type runFixture struct {
 // newRunFixture pushes a variant of the example platform whose tenant,
 // queues, flavor and priorities carry the prefix, so fixtures never share a
 // cluster-scoped object.
-func newRunFixture(t testing.TB, prefix string) *runFixture {
+func newRunFixture(t testing.TB, prefix string, setup ...func(*gitRepo)) *runFixture {
 	t.Helper()
 	integration(t)
 	platformDir := renamedCopy(t, "../examples/platform", map[string]string{
@@ -63,6 +63,9 @@ func newRunFixture(t testing.TB, prefix string) *runFixture {
 		repos: &RepositoryReconciler{Client: k8s, Git: gitClient, Policies: plat.r.Policies, Clock: clock, Recorder: events.NewFakeRecorder(100)},
 		runRec: &RunReconciler{Client: k8s, Scheme: scheme, Files: &GitFiles{Client: k8s, Git: gitClient},
 			Policies: plat.r.Policies, Clock: clock, Recorder: events.NewFakeRecorder(100)},
+	}
+	for _, set := range setup {
+		set(research)
 	}
 	f.poll(t) // the first poll records what is already there
 	return f

@@ -2,6 +2,7 @@ package gittest
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -38,7 +39,7 @@ func AddRunTags(env []string, dir, commit, prefix string, n, annotated int) erro
 		return fmt.Errorf("git fast-import: %w", err)
 	}
 	if werr != nil || cerr != nil {
-		return fmt.Errorf("writing fast-import stream: %v %v", werr, cerr)
+		return fmt.Errorf("writing fast-import stream: %w", errors.Join(werr, cerr))
 	}
 	_, err = Git(env, dir, nil, "pack-refs", "--all")
 	return err

@@ -21,6 +21,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -60,11 +61,14 @@ type harness struct {
 	gitURL  string
 	gitEnv  []string
 	commit  string
-	forge   *forgetest.Server
+	forge   *forgetest.Server // the statuses it accepted or refused
+	forgeIn *counting         // every request the forge stand-in answered
 	ctrl    *controller
 	rec     *recorder
 	exits   chan types.NamespacedName
 	started time.Time
+
+	forgeURL string // the forge stand-in, behind forgeIn
 
 	offered  atomic.Int64
 	offerEnd time.Time
@@ -180,6 +184,10 @@ func (h *harness) setUp(ctx context.Context) error {
 		return err
 	}
 	h.forge = forgetest.New(forge.Gitea, forgeToken)
+	h.forgeIn = &counting{next: h.forge}
+	if h.forgeURL, err = serve(h.forgeIn); err != nil {
+		return err
+	}
 	if err := h.startGit(); err != nil {
 		return err
 	}
@@ -300,8 +308,8 @@ func (h *harness) summary(start time.Time, last counters) {
 		h.cfg.runs, offerFor.Round(time.Millisecond), float64(h.cfg.runs)/offerFor.Seconds(), jobs,
 		firstJob.Sub(start).Round(time.Millisecond), lastJob.Sub(start).Round(time.Millisecond), float64(jobs)/lastJob.Sub(start).Seconds())
 	fmt.Printf("drain: the last run ended %s after the last request; runs by phase: %v\n", lastEnd.Sub(h.offerEnd).Round(time.Millisecond), phases)
-	fmt.Printf("controller: RSS %.0f MiB, peak %.0f MiB, %.1f s CPU since start; forge calls %d; profiles in %s\n",
-		last.use.rssMiB, last.use.peakMiB, last.use.cpu.Seconds(), last.forge, h.cfg.out)
+	fmt.Printf("controller: RSS %.0f MiB, peak %.0f MiB, %.1f s CPU since start; forge status posts %d, forge requests of any kind %d since start; profiles in %s\n",
+		last.use.rssMiB, last.use.peakMiB, last.use.cpu.Seconds(), last.forge, last.forgeAll, h.cfg.out)
 }
 
 func later(a, b time.Time) time.Time {
@@ -334,7 +342,24 @@ func (h *harness) idlePolls(ctx context.Context) error {
 	}
 	lists := b.gitList - a.gitList
 	cpu := b.use.cpu - a.use.cpu
-	fmt.Printf("idle: %.0f ref listings in %s (%.1f a minute), controller CPU %.2f s (%.1f ms a listing, all idle work included), API requests %.0f\n",
-		lists, h.cfg.idle, lists/h.cfg.idle.Minutes(), cpu.Seconds(), float64(cpu.Milliseconds())/max(1, lists), b.apiTotal()-a.apiTotal())
+	var verbs []string
+	for _, m := range []string{"GET", "LIST", "POST", "PUT", "PATCH", "DELETE"} {
+		if d := b.api[m] - a.api[m]; d > 0 {
+			verbs = append(verbs, fmt.Sprintf("%s %.0f", m, d))
+		}
+	}
+	fmt.Printf("idle: %.0f ref listings in %s (%.1f a minute), controller CPU %.2f s (%.1f ms a listing, all idle work included), API requests %.0f (%s), forge requests %d\n",
+		lists, h.cfg.idle, lists/h.cfg.idle.Minutes(), cpu.Seconds(), float64(cpu.Milliseconds())/max(1, lists), b.apiTotal()-a.apiTotal(), strings.Join(verbs, ", "), b.forgeAll-a.forgeAll)
 	return nil
+}
+
+// counting counts the requests it passes on.
+type counting struct {
+	next http.Handler
+	n    atomic.Int64
+}
+
+func (c *counting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.n.Add(1)
+	c.next.ServeHTTP(w, r)
 }

@@ -18,7 +18,8 @@ type counters struct {
 	use               usage
 	api               map[string]float64 // client-go requests by method
 	gitList, gitFetch float64
-	forge             int
+	forge             int   // status posts
+	forgeAll          int64 // forge requests of any kind
 	ended             int
 }
 
@@ -33,7 +34,7 @@ func (c counters) apiTotal() float64 {
 // sample reads the controller's /proc entries and /metrics and the forge
 // stand-in's count.
 func (h *harness) sample() (counters, error) {
-	c := counters{at: time.Now(), api: map[string]float64{}, forge: len(h.forge.Calls())}
+	c := counters{at: time.Now(), api: map[string]float64{}, forge: len(h.forge.Calls()), forgeAll: h.forgeIn.n.Load()}
 	var err error
 	if c.use, err = h.ctrl.usage(); err != nil {
 		return c, err
@@ -143,14 +144,14 @@ func (h *harness) checkpoint(w io.Writer, base, prev, cur counters) {
 			verbs = append(verbs, fmt.Sprintf("%s %.1f", m, d/n))
 		}
 	}
-	fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %s | %s | %.0f (%.0f peak) | %.1f s (%.0f ms/run) | %.1f (%s) | %.2f | %.0f list, %.0f fetch |\n",
+	fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %s | %s | %.0f (%.0f peak) | %.1f s (%.0f ms/run) | %.1f (%s) | %.2f (%.2f) | %.0f list, %.0f fetch |\n",
 		cur.ended, existing, fmtPct(l.toRun), fmtPct(l.toJob), fmtPct(l.behindAdmit), fmtPct(l.behindPod), fmtPct(l.behindEnd), fmtPct(l.behindJob),
 		cur.use.rssMiB, cur.use.peakMiB, cur.use.cpu.Seconds(), float64((cur.use.cpu-base.use.cpu).Milliseconds())/n,
-		(cur.apiTotal()-base.apiTotal())/n, strings.Join(verbs, ", "), float64(cur.forge-base.forge)/n,
+		(cur.apiTotal()-base.apiTotal())/n, strings.Join(verbs, ", "), float64(cur.forge-base.forge)/n, float64(cur.forgeAll-base.forgeAll)/n,
 		(cur.gitList-prev.gitList)/mins, (cur.gitFetch-prev.gitFetch)/mins)
 }
 
 // tableHead: lags are p50 / p99 of the runs ended since the previous row;
 // CPU, API requests and forge calls are since the first request, per run
 // ended; git operations are the previous row's window's.
-const tableHead = "| runs ended | TauRuns | request → TauRun p50 / p99 | request → Job | TauRun behind Kueue admission | behind pod Running | behind pod ended | behind Job ended | RSS MiB | controller CPU (per run) | API requests per run | forge calls per run | git ops per minute |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+const tableHead = "| runs ended | TauRuns | request → TauRun p50 / p99 | request → Job | TauRun behind Kueue admission | behind pod Running | behind pod ended | behind Job ended | RSS MiB | controller CPU (per run) | API requests per run | forge status posts (all forge requests) per run | git ops per minute |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"

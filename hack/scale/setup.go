@@ -259,7 +259,7 @@ func (h *harness) repository(i int) *taugridv1.TauRepository {
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: taugridv1.TauRepositorySpec{GitSource: taugridv1.GitSource{URL: h.gitURL + "/" + path + ".git"},
 			Platform: "default", Interval: metav1.Duration{Duration: h.cfg.interval},
-			Forge: &taugridv1.Forge{Type: taugridv1.ForgeType(forge.Gitea), APIURL: h.forge.URL, SecretRef: taugridv1.LocalObjectReference{Name: "forge-token"}}},
+			Forge: &taugridv1.Forge{Type: taugridv1.ForgeType(forge.Gitea), APIURL: h.forgeURL, SecretRef: taugridv1.LocalObjectReference{Name: "forge-token"}}},
 	}
 }
 

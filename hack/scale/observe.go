@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"hash/fnv"
+	"math/bits"
 	"slices"
 	"sync"
 	"time"
@@ -176,8 +177,9 @@ func follow(ctx context.Context, wc client.WithWatch, list client.ObjectList, op
 func (h *harness) runTime(name string) time.Duration {
 	f := fnv.New32a()
 	f.Write([]byte(name))
-	span := h.cfg.maxRun - h.cfg.minRun
-	return h.cfg.minRun + time.Duration(uint64(f.Sum32())*uint64(span)>>32)
+	span := uint64(h.cfg.maxRun - h.cfg.minRun)
+	at, _ := bits.Mul64(uint64(f.Sum32())<<32, span) // span * hash / 2^32, without overflow
+	return h.cfg.minRun + time.Duration(at)
 }
 
 // complete ends a running pod after its run time, as its kubelet would

@@ -88,6 +88,10 @@ fuzz: ## Fuzz parse + validate + render (FUZZTIME=5m)
 bench: ## Run the benchmarks
 	$(GO) test ./render ./evidence -run '^$$' -bench . -benchmem
 
+.PHONY: scale
+scale: testbin ## Measure one controller at scale (not part of make test): SCALE_FLAGS='-nodes 100 -repos 100 -runs 1000' (go run ./hack/scale -h lists the flags)
+	TAU_TESTBIN=$$(hack/testbin.sh --dir) $(GO) run ./hack/scale $(SCALE_FLAGS)
+
 .PHONY: generate
 CHART := charts/taugrid
 

@@ -26,6 +26,17 @@ type PollResult struct {
 // a repository's first observation pass t.Baseline(refs) as prev, or nil
 // to treat every run ref and tag as new.
 func (c *Client) Poll(ctx context.Context, r Remote, prev RefSet, t Triggers) (PollResult, error) {
+	return c.PollFrom(ctx, r, func(RefSet) (RefSet, error) { return prev, nil }, t)
+}
+
+// Previous gives the refs a poll compares with, knowing the watched refs
+// listed now: a caller that records refs compactly rebuilds them from cur.
+type Previous func(cur RefSet) (RefSet, error)
+
+// PollFrom is Poll with the previous refs rebuilt from the listing, so a
+// caller need not store every ref nor list twice. Its errors are the
+// caller's, returned as they are.
+func (c *Client) PollFrom(ctx context.Context, r Remote, prev Previous, t Triggers) (PollResult, error) {
 	t = t.WithDefaults()
 	for attempt := 1; ; attempt++ {
 		res, ep, err := c.pollOnce(ctx, r, prev, t)
@@ -45,12 +56,16 @@ func (c *Client) Poll(ctx context.Context, r Remote, prev RefSet, t Triggers) (P
 }
 
 // pollOnce returns the endpoint only with errors from detection.
-func (c *Client) pollOnce(ctx context.Context, r Remote, prev RefSet, t Triggers) (PollResult, *endpoint, error) {
+func (c *Client) pollOnce(ctx context.Context, r Remote, previous Previous, t Triggers) (PollResult, *endpoint, error) {
 	refs, err := c.ListRefs(ctx, r)
 	if err != nil {
 		return PollResult{}, nil, err
 	}
 	cur := t.Watched(refs)
+	prev, err := previous(cur)
+	if err != nil {
+		return PollResult{}, nil, err
+	}
 	if sameRefs(prev, cur) && c.headsFetched(r, cur, t) {
 		return PollResult{Refs: cur}, nil, nil
 	}

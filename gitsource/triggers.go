@@ -101,7 +101,7 @@ func (t Triggers) kindOf(name string) refKind {
 // keeps as its observed refs.
 func (t Triggers) Watched(refs RefSet) RefSet {
 	t = t.WithDefaults()
-	out := make(RefSet)
+	out := make(RefSet, len(refs))
 	for name, r := range refs {
 		if t.kindOf(name) != refIgnored {
 			out[name] = r

@@ -174,6 +174,11 @@ func (r *ForgeReconciler) settle(ctx context.Context, run *taugridv1.TauRun, pos
 // changed since it was read), posts it, and records that the forge took
 // it. A post the forge surely refused puts the previous record back.
 func (r *ForgeReconciler) post(ctx context.Context, run *taugridv1.TauRun, poster forge.StatusPoster, want forge.Status, checkRuns bool) error {
+	if t, ok := poster.(forge.Taker); ok {
+		if err := t.Take(); err != nil {
+			return err // the forge's budget is spent: nothing written, nothing to restore
+		}
+	}
 	previous := run.Status.Forge.DeepCopy()
 	base := run.DeepCopy()
 	run.Status.Forge = forgeRecord(want, r.Clock.Now(), true)

@@ -22,6 +22,7 @@ import (
 type Git interface {
 	ListRefs(ctx context.Context, r gitsource.Remote) (gitsource.RefSet, error)
 	Poll(ctx context.Context, r gitsource.Remote, prev gitsource.RefSet, t gitsource.Triggers) (gitsource.PollResult, error)
+	PollFrom(ctx context.Context, r gitsource.Remote, prev gitsource.Previous, t gitsource.Triggers) (gitsource.PollResult, error)
 	ReadFile(ctx context.Context, r gitsource.Remote, ref, commit, path string) ([]byte, error)
 	Archive(ctx context.Context, r gitsource.Remote, ref, commit string) (*gitsource.Archive, error)
 	OpenArchive(digest string) (*os.File, error)

@@ -16,9 +16,15 @@ func ClientOptions() client.Options {
 }
 
 // CacheOptions caches only the pods TauGrid made, not every pod of the
-// cluster.
+// cluster, and no object's managed fields (no reconciler reads them; on a
+// node or a Job they are often the larger part of the object).
 func CacheOptions() cache.Options {
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+	return cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
 		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedBy})},
 	}}
 }
+
+// repositoryWorkers is how many repositories are polled at once: one
+// worker serialised every poll and run creation behind the slowest remote
+// (hack/scale: 1,000 run requests on 100 repositories).
+const repositoryWorkers = 8

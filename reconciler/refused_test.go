@@ -70,14 +70,10 @@ func TestAValidRunTagAfterMalformedRunRefsRunsAndIsCancelledByDeletingIt(t *test
 		t.Errorf("%d runs, want only the run tag's", n)
 	}
 	repo := f.get(t)
-	observed := map[string]bool{}
-	for _, o := range repo.Status.ObservedRefs {
-		observed[o.Name] = true
-	}
-	for _, ref := range []string{dotted, upper, long, "refs/tags/run/good"} {
-		if !observed[ref] {
-			t.Errorf("observedRefs lack %.60s...: %d refs recorded", ref, len(repo.Status.ObservedRefs))
-		}
+	// The run tag is recorded by its TauRun, the three refused refs as
+	// unrun fingerprints.
+	if l := repo.Status.RunRefs; l == nil || l.Count != 4 || len(unrunOf(t, repo)) != 3 {
+		t.Errorf("runRefs = %+v, want 4 refs with 3 unrun", l)
 	}
 	got := map[string]string{}
 	for _, r := range repo.Status.RefusedRefs {

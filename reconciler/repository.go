@@ -22,6 +22,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
@@ -151,13 +152,14 @@ func (r *RepositoryReconciler) reconcilePoll(ctx context.Context, repo *taugridv
 	if err != nil {
 		return r.gitFailed(repo, err)
 	}
-	res, err := r.Git.Poll(ctx, remote, prev, t)
+	runRefs := &runRefPoll{r: r, repo: repo}
+	res, err := r.Git.PollFrom(ctx, remote, runRefs.previous(ctx, prev, t), t)
 	if err != nil {
 		return r.gitFailed(repo, err)
 	}
 	keepRefused(repo, res.Refs)
 	started := 0
-	for _, ev := range res.Events {
+	for _, ev := range append(runRefs.cancels, res.Events...) {
 		n, err := r.handle(ctx, repo, ev)
 		var refused *refusedRun
 		if errors.As(err, &refused) {
@@ -167,23 +169,26 @@ func (r *RepositoryReconciler) reconcilePoll(ctx context.Context, repo *taugridv
 		if err != nil {
 			return err
 		}
+		runRefs.ran(ev)
 		started += n
 	}
 	for _, p := range res.Problems {
 		r.refuse(repo, p, ReasonBadRunRequest)
 	}
 	r.setRefusedCondition(repo)
-	refs := observedRefs(res.Refs)
+	refs := observedRefs(t.WatchedBranches(res.Refs))
+	ledger := runRefs.record(res.Refs, t)
 	// An idle poll writes nothing: with thousands of repositories, a status
 	// write per poll would load the API server for no news. The poll time
 	// is refreshed when the refs change, and at least every 10 intervals.
 	last := repo.Status.LastPollTime
-	if last == nil || !equality.Semantic.DeepEqual(refs, repo.Status.ObservedRefs) ||
+	if last == nil || !equality.Semantic.DeepEqual(refs, repo.Status.ObservedRefs) || !equality.Semantic.DeepEqual(ledger, repo.Status.RunRefs) ||
 		r.Clock.Since(last.Time) >= 10*repo.Spec.Interval.Duration {
 		now := metav1.NewTime(r.Clock.Now())
 		repo.Status.LastPollTime = &now
 	}
 	repo.Status.ObservedRefs = refs
+	repo.Status.RunRefs = ledger
 	repo.Status.RefCount = len(res.Refs)
 	apimeta.RemoveStatusCondition(&repo.Status.Conditions, taugridv1.ConditionStalled)
 	ready := fmt.Sprintf("watching %d refs", len(res.Refs))
@@ -280,6 +285,7 @@ func newRun(repo *taugridv1.TauRepository, ev gitsource.Event) *taugridv1.TauRun
 				taugridv1.LabelRefHash: runs.RefHash(ev.Ref),
 				taugridv1.LabelCommit:  ev.Commit,
 			},
+			Annotations: map[string]string{AnnotationRefObject: refObject(ev)},
 		},
 		Spec: taugridv1.TauRunSpec{
 			Repository: repo.Name,
@@ -327,5 +333,6 @@ func (r *RepositoryReconciler) setCondition(repo *taugridv1.TauRepository, t str
 func (r *RepositoryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&taugridv1.TauRepository{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: repositoryWorkers}).
 		Complete(r)
 }

@@ -39,10 +39,10 @@ type runFixture struct {
 // newRunFixture pushes a variant of the example platform whose tenant,
 // queues, flavor and priorities carry the prefix, so fixtures never share a
 // cluster-scoped object.
-func newRunFixture(t testing.TB, prefix string) *runFixture {
+func newRunFixture(t testing.TB, prefix string, setup ...func(*gitRepo)) *runFixture {
 	t.Helper()
 	integration(t)
-	f, _ := newRunFixtureOn(t, prefix, examplePlatformCopy(t, prefix))
+	f, _ := newRunFixtureOn(t, prefix, examplePlatformCopy(t, prefix), setup...)
 	return f
 }
 
@@ -57,8 +57,9 @@ func examplePlatformCopy(t testing.TB, prefix string) string {
 }
 
 // newRunFixtureOn registers the platform in platformDir, which must be
-// ready, and the example research repo in tenant prefix-a.
-func newRunFixtureOn(t testing.TB, prefix, platformDir string) (*runFixture, *platformFixture) {
+// ready, and the example research repo in tenant prefix-a; setup changes
+// that repo before the first poll.
+func newRunFixtureOn(t testing.TB, prefix, platformDir string, setup ...func(*gitRepo)) (*runFixture, *platformFixture) {
 	t.Helper()
 	plat := newPlatformFrom(t, platformDir)
 	if p := plat.reconcile(t); !apimeta.IsStatusConditionTrue(p.Status.Conditions, taugridv1.ConditionReady) {
@@ -79,6 +80,9 @@ func newRunFixtureOn(t testing.TB, prefix, platformDir string) (*runFixture, *pl
 		repos: &RepositoryReconciler{Client: k8s, Git: gitClient, Policies: plat.r.Policies, Clock: clock, Recorder: events.NewFakeRecorder(100)},
 		runRec: &RunReconciler{Client: k8s, Scheme: scheme, Files: &GitFiles{Client: k8s, Git: gitClient},
 			Policies: plat.r.Policies, Clock: clock, Recorder: events.NewFakeRecorder(100)},
+	}
+	for _, set := range setup {
+		set(research)
 	}
 	f.poll(t) // the first poll records what is already there
 	return f, plat

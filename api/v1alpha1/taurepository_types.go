@@ -115,12 +115,19 @@ type TauRepositoryStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
-	// ObservedRefs are the watched refs (run tags, run refs, watched
-	// branches) as the last poll saw them: what the next poll compares with.
+	// ObservedRefs are the watched branches as the last poll saw them:
+	// what the next poll compares with. (Statuses written before runRefs
+	// also hold run tags and run refs here; the next poll moves them.)
 	// +listType=map
 	// +listMapKey=name
 	// +optional
 	ObservedRefs []ObservedRef `json:"observedRefs,omitempty"`
+
+	// RunRefs records the run tags and run refs the last poll saw, in a
+	// size that does not grow with the runs: a run's ref is recorded by
+	// its TauRun.
+	// +optional
+	RunRefs *RunRefLedger `json:"runRefs,omitempty"`
 
 	// ValidatedHeads are the pull request head commits whose tau files were
 	// validated and reported (tau/validate); only open pull requests' heads
@@ -193,6 +200,26 @@ type RefusedRef struct {
 	Message string `json:"message"`
 	// Time is when it was refused.
 	Time metav1.Time `json:"time"`
+}
+
+// RunRefLedger is the compact record of a repository's run tags and run
+// refs that keeps run creation exactly-once: every ref the last poll saw
+// either has a TauRun (labelled with its ref and object) or is among Unrun.
+type RunRefLedger struct {
+	// Digest is the sha256 of the run tags and run refs, with their
+	// objects, that the last poll saw: a poll that lists the same digest
+	// has nothing new.
+	Digest string `json:"digest"`
+
+	// Count is how many run tags and run refs that was.
+	// +optional
+	Count int `json:"count,omitempty"`
+
+	// Unrun are 48-bit fingerprints, sorted and varint delta encoded, of
+	// those refs that started no run: the run tags already there when the
+	// repository was registered, and refused refs. About 7 bytes each.
+	// +optional
+	Unrun []byte `json:"unrun,omitempty"`
 }
 
 // ObservedRef is where a ref pointed when last seen.

@@ -37,6 +37,7 @@ import (
 
 type options struct {
 	metricsAddr, probeAddr, webhookAddr, sourceAddr, apiAddr string
+	pprofAddr                                                string
 	leaderElect                                              bool
 	qps                                                      float64
 	burst                                                    int
@@ -59,6 +60,7 @@ func main() {
 	flag.StringVar(&o.webhookAddr, "webhook-bind-address", ":9292", "git forge webhook receiver address (/hooks/<id>)")
 	flag.StringVar(&o.sourceAddr, "source-bind-address", ":9090", "source archive server address (/source/...)")
 	flag.StringVar(&o.apiAddr, "api-bind-address", ":8082", "researchers' read-only runs API (/api/v1/...), authenticated by tenant tokens; 0 disables")
+	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Go profiling endpoints (/debug/pprof/), e.g. 127.0.0.1:6060; 0 disables. Never expose it beyond loopback")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles")
 	flag.Float64Var(&o.qps, "kube-api-qps", 100, "sustained requests per second to the API server")
 	flag.IntVar(&o.burst, "kube-api-burst", 200, "request burst to the API server")
@@ -105,6 +107,7 @@ func run(ctx context.Context, o options) error {
 		Scheme:                 newScheme(),
 		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress: o.probeAddr,
+		PprofBindAddress:       o.pprofAddr,
 		LeaderElection:         o.leaderElect,
 		LeaderElectionID:       "tau-controller.taugrid.dev",
 		Client:                 reconciler.ClientOptions(),

@@ -56,12 +56,31 @@ type paced struct {
 	forge  Type
 	bucket *rate.Limiter
 	clock  clock.PassiveClock
+	taken  bool // Take took the next post's token
+}
+
+// Taker is a paced poster: Take takes the next post's token, or answers a
+// WaitError, before the caller writes anything for the post, so a run
+// waiting for the forge's budget costs no API write per try.
+type Taker interface{ Take() error }
+
+// Take implements Taker.
+func (p *paced) Take() error {
+	if p.taken {
+		return nil
+	}
+	if err := p.take(); err != nil {
+		return err
+	}
+	p.taken = true
+	return nil
 }
 
 func (p *paced) Post(ctx context.Context, s Status) (Posted, error) {
-	if err := p.take(); err != nil {
+	if err := p.Take(); err != nil {
 		return Posted{}, err
 	}
+	p.taken = false
 	return p.StatusPoster.Post(ctx, s)
 }
 

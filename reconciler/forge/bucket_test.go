@@ -54,3 +54,37 @@ func TestOneCredentialIsPacedAndItsRemainingQuotaIsExported(t *testing.T) {
 		t.Errorf("taugrid_forge_rate_limit_remaining = %v, want 4321", got)
 	}
 }
+
+func TestATakenTokenIsTheNextPostsAndTakingAgainTakesNoOther(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id": 7}`))
+	}))
+	defer srv.Close()
+	clk := clocktesting.NewFakeClock(time.Now())
+	cfg := forge.Config{Type: forge.Gitea, APIURL: srv.URL, Token: "secret-token", Clock: clk, Buckets: &forge.Buckets{Rate: 1, Burst: 1}}
+	p, err := forge.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	taker, ok := p.(forge.Taker)
+	if !ok {
+		t.Fatalf("a poster with buckets is a %T, want a forge.Taker", p)
+	}
+	for i := range 2 {
+		if err := taker.Take(); err != nil {
+			t.Fatalf("take %d of the one token: %v", i, err)
+		}
+	}
+	if _, err := p.Post(context.Background(), forge.Status{Owner: "o", Repo: "r", SHA: "abc", Context: "tau/x", State: forge.StatePending}); err != nil {
+		t.Fatalf("the post of the taken token: %v", err)
+	}
+	var wait *forge.WaitError
+	other, err := forge.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.(forge.Taker).Take(); !errors.As(err, &wait) || wait.After < time.Second {
+		t.Errorf("another take with the bucket empty: err = %v, want a WaitError of at least a second", err)
+	}
+}

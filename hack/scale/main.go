@@ -1,0 +1,365 @@
+// Command scale measures one tau-controller on a cluster of many GPU nodes,
+// tenants, repositories and runs: the real kube-apiserver, etcd, Kueue,
+// kube-scheduler, Job controller and kwok nodes from test/controlplane, the
+// real tau-controller binary, and the tests' git http-backend server. Runs
+// are requested as run refs and run tags written to the repositories at a
+// set rate, each followed by the nudge a push webhook gives; the harness
+// ends each pod after a run time spread between two bounds.
+//
+// At each checkpoint (a number of runs ended) it prints a row: how far the
+// TauRuns' phases lag behind Kueue's admission and the pods (from watch
+// timestamps), the controller's RSS and CPU (from /proc), API requests per
+// run (client-go's counter on the controller's /metrics), forge calls per
+// run (a counting forge stand-in), git operations per minute; then the
+// submission rate, the time to drain, and the idle polls' CPU. CPU and heap
+// profiles of the controller are saved in -out.
+//
+//	make scale SCALE_FLAGS='-nodes 100 -repos 100 -runs 1000'
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/gitsource/gittest"
+	"github.com/taugrid/taugrid/reconciler/forge"
+	"github.com/taugrid/taugrid/reconciler/forge/forgetest"
+	"github.com/taugrid/taugrid/test/controlplane"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+type config struct {
+	nodes, tenants, repos, runs int
+	rate                        float64
+	minRun, maxRun, interval    time.Duration
+	idle, timeout               time.Duration
+	checkpoints                 []int
+	out                         string
+}
+
+type harness struct {
+	cfg     config
+	root    string
+	dir     string
+	env     *controlplane.Env
+	k8s     client.Client // env's, with TauGrid's types
+	git     *gittest.HTTPServer
+	gitRoot string
+	gitURL  string
+	gitEnv  []string
+	commit  string
+	forge   *forgetest.Server // the statuses it accepted or refused
+	forgeIn *counting         // every request the forge stand-in answered
+	ctrl    *controller
+	rec     *recorder
+	exits   chan types.NamespacedName
+	started time.Time
+
+	forgeURL string // the forge stand-in, behind forgeIn
+
+	offered  atomic.Int64
+	offerEnd time.Time
+}
+
+func main() {
+	var cfg config
+	var checkpoints string
+	flag.IntVar(&cfg.nodes, "nodes", 100, "kwok nodes of 8 H200s")
+	flag.IntVar(&cfg.tenants, "tenants", 20, "tenants: a namespace and a ClusterQueue each, in cohorts of five")
+	flag.IntVar(&cfg.repos, "repos", 100, "TauRepositories, spread over the tenants")
+	flag.IntVar(&cfg.runs, "runs", 1000, "runs requested")
+	flag.Float64Var(&cfg.rate, "rate", 50, "runs requested per second")
+	flag.DurationVar(&cfg.minRun, "min-run-time", 10*time.Second, "shortest pod run time")
+	flag.DurationVar(&cfg.maxRun, "max-run-time", 60*time.Second, "longest pod run time")
+	flag.DurationVar(&cfg.interval, "interval", time.Minute, "each repository's poll interval")
+	flag.DurationVar(&cfg.idle, "idle", 2*time.Minute, "idle time after the drain in which the polls' CPU is measured")
+	flag.DurationVar(&cfg.timeout, "timeout", time.Hour, "give up after this long")
+	flag.StringVar(&checkpoints, "checkpoints", "", "runs ended at which to report, comma separated (default: a tenth, half, all)")
+	flag.StringVar(&cfg.out, "out", "", "directory for the controller's profiles and log (default: a new one under the user cache)")
+	flag.Parse()
+	ctrllog.SetLogger(logr.Discard())
+	if err := cfg.check(checkpoints); err != nil {
+		fmt.Fprintln(os.Stderr, "scale:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+	defer cancel()
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "scale:", err)
+		os.Exit(1)
+	}
+}
+
+func (c *config) check(checkpoints string) error {
+	if c.nodes < 1 || c.tenants < 1 || c.repos < c.tenants || c.runs < 1 || c.rate <= 0 {
+		return fmt.Errorf("-nodes, -tenants, -runs and -rate must be positive and -repos at least -tenants (got %d, %d, %d, %g, %d)",
+			c.nodes, c.tenants, c.runs, c.rate, c.repos)
+	}
+	if c.maxRun < c.minRun {
+		return fmt.Errorf("-max-run-time %s is below -min-run-time %s", c.maxRun, c.minRun)
+	}
+	if checkpoints == "" {
+		c.checkpoints = []int{max(1, c.runs/10), max(1, c.runs/2), c.runs}
+		return nil
+	}
+	for f := range strings.SplitSeq(checkpoints, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > c.runs {
+			return fmt.Errorf("-checkpoints: %q is not a number of runs from 1 to -runs (%d)", f, c.runs)
+		}
+		c.checkpoints = append(c.checkpoints, n)
+	}
+	return nil
+}
+
+func (h *harness) logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(h.started).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func run(ctx context.Context, cfg config) (err error) {
+	h := &harness{cfg: cfg, rec: newRecorder(), exits: make(chan types.NamespacedName, 1024), started: time.Now()}
+	if h.root, err = controlplane.RepoRoot(); err != nil {
+		return err
+	}
+	if h.dir, err = os.MkdirTemp("", "taugrid-scale-"); err != nil {
+		return err
+	}
+	defer func() { _ = os.RemoveAll(h.dir) }()
+	if cfg.out == "" {
+		cache, _ := os.UserCacheDir()
+		cfg.out = filepath.Join(cache, "taugrid", "scale", time.Now().Format("20060102-150405"))
+		h.cfg.out = cfg.out
+	}
+	if err := os.MkdirAll(cfg.out, 0o755); err != nil {
+		return err
+	}
+	defer func() {
+		h.ctrl.stop()
+		if h.env != nil {
+			_ = h.env.Stop()
+		}
+		if h.ctrl != nil {
+			_ = os.Rename(h.ctrl.log, filepath.Join(cfg.out, "tau-controller.log"))
+		}
+	}()
+	if err := h.setUp(ctx); err != nil {
+		return err
+	}
+	return h.measure(ctx)
+}
+
+// setUp starts the cluster, the git server, the forge and the controller,
+// and registers the platform and the repositories.
+func (h *harness) setUp(ctx context.Context) error {
+	h.logf("starting the control plane (API server, etcd, Kueue, scheduler, Job controller, kwok)")
+	var err error
+	h.env, err = controlplane.Start(ctx, controlplane.Options{Kueue: true, Nodes: true,
+		CRDDirectoryPaths: []string{filepath.Join(h.root, "api", "crds")}})
+	if err != nil {
+		return err
+	}
+	if err := taugridv1.AddToScheme(h.env.Scheme); err != nil {
+		return err
+	}
+	if h.k8s, err = client.New(h.env.Config, client.Options{Scheme: h.env.Scheme}); err != nil {
+		return err
+	}
+	h.logf("adding %d nodes of 8 GPUs in racks of %d, blocks of %d racks", h.cfg.nodes, nodesPerRack, racksPerBlk)
+	if err := h.addNodes(ctx); err != nil {
+		return err
+	}
+	h.forge = forgetest.New(forge.Gitea, forgeToken)
+	h.forgeIn = &counting{next: h.forge}
+	if h.forgeURL, err = serve(h.forgeIn); err != nil {
+		return err
+	}
+	if err := h.startGit(); err != nil {
+		return err
+	}
+	h.logf("creating the platform repository and %d research repositories", h.cfg.repos)
+	if err := h.pushRepos(); err != nil {
+		return err
+	}
+	h.logf("building and starting tau-controller")
+	if err := h.startController(ctx); err != nil {
+		return err
+	}
+	h.logf("registering the platform, %d tenants and %d repositories", h.cfg.tenants, h.cfg.repos)
+	return h.register(ctx)
+}
+
+// measure offers the runs, reports at each checkpoint, then measures the
+// drain and the idle polls.
+func (h *harness) measure(ctx context.Context) error {
+	wc, err := client.NewWithWatch(h.env.Config, client.Options{Scheme: h.env.Scheme})
+	if err != nil {
+		return err
+	}
+	h.watchAll(ctx, wc)
+	for range 4 {
+		go h.exiter(ctx)
+	}
+	base, err := h.sample()
+	if err != nil {
+		return err
+	}
+	h.logf("requesting %d runs at %g/s on %d repositories", h.cfg.runs, h.cfg.rate, h.cfg.repos)
+	start := time.Now()
+	offered := make(chan error, 1)
+	go func() { offered <- h.offer(ctx) }()
+	go h.profileAtHalf(ctx)
+	fmt.Print(tableHead)
+	prev, offerErr, said := base, error(nil), time.Now()
+	for _, cp := range h.cfg.checkpoints {
+		for {
+			cur, err := h.sample()
+			if err != nil {
+				return err
+			}
+			if time.Since(said) > 15*time.Second {
+				said = time.Now()
+				h.progress(cur)
+			}
+			if cur.ended >= cp {
+				h.checkpoint(os.Stdout, base, prev, cur)
+				prev = cur
+				break
+			}
+			select {
+			case offerErr = <-offered:
+				if offerErr != nil {
+					return offerErr
+				}
+			case <-ctx.Done():
+				return fmt.Errorf("%w: %d of %d runs ended, %d requested (controller log: %s)", ctx.Err(), cur.ended, h.cfg.runs, h.offered.Load(), h.ctrl.log)
+			case <-time.After(time.Second):
+			}
+		}
+	}
+	if err := h.ctrl.profile(filepath.Join(h.cfg.out, "heap.pprof"), 0); err != nil {
+		h.logf("heap profile: %v", err)
+	}
+	h.summary(start, prev)
+	return h.idlePolls(ctx)
+}
+
+// progress logs the requests made and the runs by phase.
+func (h *harness) progress(c counters) {
+	h.rec.mu.Lock()
+	phases := map[string]int{}
+	for _, t := range h.rec.runs {
+		phases[string(t.phase)]++
+	}
+	h.rec.mu.Unlock()
+	h.logf("%d requested, runs by phase %v, controller RSS %.0f MiB, CPU %.1f s", h.offered.Load(), phases, c.use.rssMiB, c.use.cpu.Seconds())
+}
+
+// profileAtHalf takes a 30 s CPU profile once half the runs are requested.
+func (h *harness) profileAtHalf(ctx context.Context) {
+	for h.offered.Load() < int64(h.cfg.runs/2) {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if err := h.ctrl.profile(filepath.Join(h.cfg.out, "cpu.pprof"), 30*time.Second); err != nil {
+		h.logf("CPU profile: %v", err)
+	}
+}
+
+// summary prints the submission rate and the drain time.
+func (h *harness) summary(start time.Time, last counters) {
+	h.rec.mu.Lock()
+	var firstJob, lastJob, lastEnd time.Time
+	jobs := 0
+	for _, t := range h.rec.runs {
+		if !t.job.IsZero() {
+			jobs++
+			if firstJob.IsZero() || t.job.Before(firstJob) {
+				firstJob = t.job
+			}
+			lastJob = later(lastJob, t.job)
+		}
+		lastEnd = later(lastEnd, t.runDone)
+	}
+	phases := map[string]int{}
+	for _, t := range h.rec.runs {
+		phases[string(t.phase)]++
+	}
+	h.rec.mu.Unlock()
+	offerFor := h.offerEnd.Sub(start)
+	fmt.Printf("\nrequested %d runs in %s (%.1f/s offered); %d Jobs created from %s to %s after the first request: %.1f submissions/s\n",
+		h.cfg.runs, offerFor.Round(time.Millisecond), float64(h.cfg.runs)/offerFor.Seconds(), jobs,
+		firstJob.Sub(start).Round(time.Millisecond), lastJob.Sub(start).Round(time.Millisecond), float64(jobs)/lastJob.Sub(start).Seconds())
+	fmt.Printf("drain: the last run ended %s after the last request; runs by phase: %v\n", lastEnd.Sub(h.offerEnd).Round(time.Millisecond), phases)
+	fmt.Printf("controller: RSS %.0f MiB, peak %.0f MiB, %.1f s CPU since start; forge status posts %d, forge requests of any kind %d since start; profiles in %s\n",
+		last.use.rssMiB, last.use.peakMiB, last.use.cpu.Seconds(), last.forge, last.forgeAll, h.cfg.out)
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// idlePolls measures the controller with nothing to do but poll: its CPU
+// over the idle window per ref listing (an upper bound: resyncs and the
+// janitor count too).
+func (h *harness) idlePolls(ctx context.Context) error {
+	if h.cfg.idle <= 0 {
+		return nil
+	}
+	h.logf("idle for %s", h.cfg.idle)
+	a, err := h.sample()
+	if err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(h.cfg.idle):
+	}
+	b, err := h.sample()
+	if err != nil {
+		return err
+	}
+	lists := b.gitList - a.gitList
+	cpu := b.use.cpu - a.use.cpu
+	var verbs []string
+	for _, m := range []string{"GET", "LIST", "POST", "PUT", "PATCH", "DELETE"} {
+		if d := b.api[m] - a.api[m]; d > 0 {
+			verbs = append(verbs, fmt.Sprintf("%s %.0f", m, d))
+		}
+	}
+	fmt.Printf("idle: %.0f ref listings in %s (%.1f a minute), controller CPU %.2f s (%.1f ms a listing, all idle work included), API requests %.0f (%s), forge requests %d\n",
+		lists, h.cfg.idle, lists/h.cfg.idle.Minutes(), cpu.Seconds(), float64(cpu.Milliseconds())/max(1, lists), b.apiTotal()-a.apiTotal(), strings.Join(verbs, ", "), b.forgeAll-a.forgeAll)
+	return nil
+}
+
+// counting counts the requests it passes on.
+type counting struct {
+	next http.Handler
+	n    atomic.Int64
+}
+
+func (c *counting) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.n.Add(1)
+	c.next.ServeHTTP(w, r)
+}

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"hash/fnv"
+	"math/bits"
+	"slices"
+	"sync"
+	"time"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/render"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+)
+
+// runTimes is what the watches saw of one run, each the first time seen.
+type runTimes struct {
+	requested, created, job, admittedWl, admittedRun  time.Time
+	podRunning, runRunning, podDone, jobDone, runDone time.Time
+	phase                                             taugridv1.RunPhase
+}
+
+// recorder keeps the times, keyed by TauRun name once the run exists and
+// by request (namespace/repository + ref) before.
+type recorder struct {
+	mu        sync.Mutex
+	runs      map[string]*runTimes // by TauRun name
+	requested map[string]time.Time // by namespace/repository ref
+	byJob     map[string]string    // Job name -> TauRun name
+	early     map[string]runTimes  // by Job name: workload or pod seen before the run named it
+	ended     []string             // TauRun names in the order they ended
+}
+
+func newRecorder() *recorder {
+	return &recorder{runs: map[string]*runTimes{}, requested: map[string]time.Time{}, byJob: map[string]string{}, early: map[string]runTimes{}}
+}
+
+func first(t *time.Time, now time.Time) {
+	if t.IsZero() {
+		*t = now
+	}
+}
+
+func (r *recorder) request(key string, at time.Time) {
+	r.mu.Lock()
+	r.requested[key] = at
+	r.mu.Unlock()
+}
+
+// run records a TauRun event.
+func (r *recorder) run(tr *taugridv1.TauRun, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t := r.runs[tr.Name]
+	if t == nil {
+		t = &runTimes{created: now, requested: r.requested[tr.Namespace+"/"+tr.Spec.Repository+" "+tr.Spec.Trigger.Ref]}
+		r.runs[tr.Name] = t
+		job := render.WorkloadName(tr.Name, 1)
+		r.byJob[job] = tr.Name
+		if e, ok := r.early[job]; ok {
+			t.job, t.admittedWl, t.podRunning, t.podDone, t.jobDone = e.job, e.admittedWl, e.podRunning, e.podDone, e.jobDone
+			delete(r.early, job)
+		}
+	}
+	t.phase = tr.Status.Phase
+	switch tr.Status.Phase {
+	case taugridv1.PhaseAdmitted:
+		first(&t.admittedRun, now)
+	case taugridv1.PhaseRunning:
+		first(&t.admittedRun, now)
+		first(&t.runRunning, now)
+	case taugridv1.PhaseSucceeded, taugridv1.PhaseFailed, taugridv1.PhaseCancelled:
+		first(&t.admittedRun, now)
+		first(&t.runRunning, now)
+		if t.runDone.IsZero() {
+			t.runDone = now
+			r.ended = append(r.ended, tr.Name)
+		}
+	}
+}
+
+// job records something seen of a run's Job, its Workload or its pod.
+func (r *recorder) job(name string, now time.Time, set func(*runTimes, time.Time)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if run, ok := r.byJob[name]; ok {
+		set(r.runs[run], now)
+		return
+	}
+	e := r.early[name]
+	set(&e, now)
+	r.early[name] = e
+}
+
+// watchAll follows TauRuns, Jobs, Workloads and TauGrid's pods in every
+// namespace until ctx ends; a watch the server closes is opened again.
+func (h *harness) watchAll(ctx context.Context, wc client.WithWatch) {
+	managed := client.MatchingLabels{render.LabelManagedBy: render.ManagedBy}
+	go follow(ctx, wc, &taugridv1.TauRunList{}, nil, func(ev watch.Event, now time.Time) {
+		if tr, ok := ev.Object.(*taugridv1.TauRun); ok {
+			h.rec.run(tr, now)
+		}
+	})
+	go follow(ctx, wc, &batchv1.JobList{}, managed, func(ev watch.Event, now time.Time) {
+		j, ok := ev.Object.(*batchv1.Job)
+		if !ok {
+			return
+		}
+		done := slices.ContainsFunc(j.Status.Conditions, func(c batchv1.JobCondition) bool {
+			return (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue
+		})
+		h.rec.job(j.Name, now, func(t *runTimes, now time.Time) {
+			first(&t.job, now)
+			if done {
+				first(&t.jobDone, now)
+			}
+		})
+	})
+	go follow(ctx, wc, &kueue.WorkloadList{}, nil, func(ev watch.Event, now time.Time) {
+		wl, ok := ev.Object.(*kueue.Workload)
+		if !ok || len(wl.OwnerReferences) == 0 || !apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted) {
+			return
+		}
+		h.rec.job(wl.OwnerReferences[0].Name, now, func(t *runTimes, now time.Time) { first(&t.admittedWl, now) })
+	})
+	go follow(ctx, wc, &corev1.PodList{}, managed, func(ev watch.Event, now time.Time) {
+		p, ok := ev.Object.(*corev1.Pod)
+		if !ok || p.DeletionTimestamp != nil {
+			return
+		}
+		job := p.Labels["job-name"]
+		switch p.Status.Phase {
+		case corev1.PodRunning:
+			h.rec.job(job, now, func(t *runTimes, now time.Time) {
+				if t.podRunning.IsZero() {
+					t.podRunning = now
+					h.complete(ctx, p, now)
+				}
+			})
+		case corev1.PodSucceeded, corev1.PodFailed:
+			h.rec.job(job, now, func(t *runTimes, now time.Time) { first(&t.podDone, now) })
+		}
+	})
+}
+
+// follow lists nothing: it watches from now, again whenever the server
+// ends the watch, and hands each event to f with the time it arrived.
+func follow(ctx context.Context, wc client.WithWatch, list client.ObjectList, opts client.ListOption, f func(watch.Event, time.Time)) {
+	for ctx.Err() == nil {
+		var lo []client.ListOption
+		if opts != nil {
+			lo = append(lo, opts)
+		}
+		w, err := wc.Watch(ctx, list, lo...)
+		if err != nil {
+			time.Sleep(time.Second)
+			continue
+		}
+		for ev := range w.ResultChan() {
+			if ev.Type != watch.Error {
+				f(ev, time.Now())
+			}
+		}
+		w.Stop()
+	}
+}
+
+// runTime is a pod's run time, spread evenly between the configured
+// bounds by a hash of its name, so a rerun of the same size spreads alike.
+func (h *harness) runTime(name string) time.Duration {
+	f := fnv.New32a()
+	f.Write([]byte(name))
+	span := uint64(h.cfg.maxRun - h.cfg.minRun)
+	at, _ := bits.Mul64(uint64(f.Sum32())<<32, span) // span * hash / 2^32, without overflow
+	return h.cfg.minRun + time.Duration(at)
+}
+
+// complete ends a running pod after its run time, as its kubelet would
+// report a training process that exited 0: kwok runs pods, the harness
+// decides when they end.
+func (h *harness) complete(ctx context.Context, p *corev1.Pod, runningAt time.Time) {
+	key := client.ObjectKeyFromObject(p)
+	time.AfterFunc(time.Until(runningAt.Add(h.runTime(p.Name))), func() {
+		h.exits <- key
+	})
+}
+
+// exiter writes pod exits, a few at once, on the latest copy of each pod
+// (the Job controller writes pods too).
+func (h *harness) exiter(ctx context.Context) {
+	for key := range h.exits {
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := &corev1.Pod{}
+			if err := h.k8s.Get(ctx, key, cur); err != nil {
+				return err
+			}
+			now := metav1.Now()
+			cur.Status.Phase = corev1.PodSucceeded
+			for i := range cur.Status.ContainerStatuses {
+				cs := &cur.Status.ContainerStatuses[i]
+				cs.Ready, cs.Started = false, new(false)
+				cs.State = corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", StartedAt: now, FinishedAt: now}}
+			}
+			for i := range cur.Status.Conditions {
+				if c := &cur.Status.Conditions[i]; c.Type == corev1.PodReady || c.Type == corev1.ContainersReady {
+					c.Status = corev1.ConditionFalse
+				}
+			}
+			return h.k8s.Status().Update(ctx, cur)
+		})
+		if err != nil && ctx.Err() == nil {
+			h.logf("ending pod %s: %v", key, err)
+		}
+	}
+}

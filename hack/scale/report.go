@@ -1,0 +1,157 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// counters are the controller's cumulative counts at one moment.
+type counters struct {
+	at                time.Time
+	use               usage
+	api               map[string]float64 // client-go requests by method
+	gitList, gitFetch float64
+	forge             int   // status posts
+	forgeAll          int64 // forge requests of any kind
+	ended             int
+}
+
+func (c counters) apiTotal() float64 {
+	t := 0.0
+	for _, v := range c.api {
+		t += v
+	}
+	return t
+}
+
+// sample reads the controller's /proc entries and /metrics and the forge
+// stand-in's count.
+func (h *harness) sample() (counters, error) {
+	c := counters{at: time.Now(), api: map[string]float64{}, forge: len(h.forge.Calls()), forgeAll: h.forgeIn.n.Load()}
+	var err error
+	if c.use, err = h.ctrl.usage(); err != nil {
+		return c, err
+	}
+	resp, err := http.Get(h.ctrl.metricsURL)
+	if err != nil {
+		return c, err
+	}
+	defer resp.Body.Close()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return c, err
+	}
+	for _, m := range mfs["rest_client_requests_total"].GetMetric() {
+		method := ""
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "method" {
+				method = l.GetValue()
+			}
+		}
+		c.api[method] += m.GetCounter().GetValue()
+	}
+	for _, m := range mfs["taugrid_git_requests_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() != "operation" {
+				continue
+			}
+			switch l.GetValue() {
+			case "list":
+				c.gitList += m.GetCounter().GetValue()
+			case "fetch":
+				c.gitFetch += m.GetCounter().GetValue()
+			}
+		}
+	}
+	h.rec.mu.Lock()
+	c.ended = len(h.rec.ended)
+	h.rec.mu.Unlock()
+	return c, nil
+}
+
+// lags are the latency percentiles of the runs that ended in a window.
+type lags struct {
+	n                                                          int
+	toRun, toJob, behindAdmit, behindPod, behindEnd, behindJob [2]time.Duration // p50, p99
+}
+
+func (h *harness) lagsOf(names []string) lags {
+	var toRun, toJob, admit, pod, end, job []time.Duration
+	h.rec.mu.Lock()
+	for _, n := range names {
+		t := h.rec.runs[n]
+		add := func(ds *[]time.Duration, later, earlier time.Time) {
+			if !later.IsZero() && !earlier.IsZero() {
+				*ds = append(*ds, max(0, later.Sub(earlier)))
+			}
+		}
+		add(&toRun, t.created, t.requested)
+		add(&toJob, t.job, t.requested)
+		add(&admit, t.admittedRun, t.admittedWl)
+		add(&pod, t.runRunning, t.podRunning)
+		add(&end, t.runDone, t.podDone)
+		add(&job, t.runDone, t.jobDone)
+	}
+	h.rec.mu.Unlock()
+	return lags{n: len(names), toRun: pcts(toRun), toJob: pcts(toJob), behindAdmit: pcts(admit), behindPod: pcts(pod), behindEnd: pcts(end), behindJob: pcts(job)}
+}
+
+func pcts(ds []time.Duration) [2]time.Duration {
+	if len(ds) == 0 {
+		return [2]time.Duration{-1, -1}
+	}
+	slices.Sort(ds)
+	at := func(p int) time.Duration { return ds[min(len(ds)-1, (len(ds)*p+99)/100-1)] }
+	return [2]time.Duration{at(50), at(99)}
+}
+
+func fmtPct(p [2]time.Duration) string {
+	if p[0] < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%s / %s", fmtDur(p[0]), fmtDur(p[1]))
+}
+
+func fmtDur(d time.Duration) string {
+	if d < time.Second {
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	}
+	return fmt.Sprintf("%.1f s", d.Seconds())
+}
+
+// checkpoint prints one row: the lags of the runs that ended since the
+// previous checkpoint, and the costs since the first request (base) per
+// run ended.
+func (h *harness) checkpoint(w io.Writer, base, prev, cur counters) {
+	h.rec.mu.Lock()
+	names := slices.Clone(h.rec.ended[prev.ended:cur.ended])
+	existing := len(h.rec.runs)
+	h.rec.mu.Unlock()
+	l := h.lagsOf(names)
+	n := float64(max(1, cur.ended-base.ended))
+	mins := cur.at.Sub(prev.at).Minutes()
+	var verbs []string
+	for _, m := range []string{"GET", "LIST", "POST", "PUT", "PATCH", "DELETE"} {
+		if d := cur.api[m] - base.api[m]; d > 0 {
+			verbs = append(verbs, fmt.Sprintf("%s %.1f", m, d/n))
+		}
+	}
+	fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %s | %s | %.0f (%.0f peak) | %.1f s (%.0f ms/run) | %.1f (%s) | %.2f (%.2f) | %.0f list, %.0f fetch |\n",
+		cur.ended, existing, fmtPct(l.toRun), fmtPct(l.toJob), fmtPct(l.behindAdmit), fmtPct(l.behindPod), fmtPct(l.behindEnd), fmtPct(l.behindJob),
+		cur.use.rssMiB, cur.use.peakMiB, cur.use.cpu.Seconds(), float64((cur.use.cpu-base.use.cpu).Milliseconds())/n,
+		(cur.apiTotal()-base.apiTotal())/n, strings.Join(verbs, ", "), float64(cur.forge-base.forge)/n, float64(cur.forgeAll-base.forgeAll)/n,
+		(cur.gitList-prev.gitList)/mins, (cur.gitFetch-prev.gitFetch)/mins)
+}
+
+// tableHead: lags are p50 / p99 of the runs ended since the previous row;
+// CPU, API requests and forge calls are since the first request, per run
+// ended; git operations are the previous row's window's.
+const tableHead = "| runs ended | TauRuns | request → TauRun p50 / p99 | request → Job | TauRun behind Kueue admission | behind pod Running | behind pod ended | behind Job ended | RSS MiB | controller CPU (per run) | API requests per run | forge status posts (all forge requests) per run | git ops per minute |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"

@@ -196,7 +196,7 @@ func (d *demo) startController(ctx context.Context) error {
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("building tau-controller and tau: %w", err)
 	}
-	ports, err := freePorts(6)
+	ports, err := controlplane.FreePorts(6)
 	if err != nil {
 		return err
 	}
@@ -423,25 +423,6 @@ func (d *demo) cleanup() error {
 	}
 	errs = append(errs, os.RemoveAll(d.dir))
 	return errors.Join(errs...)
-}
-
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func waitHTTP(ctx context.Context, url string, timeout time.Duration) error {

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/taugrid/taugrid/test/controlplane"
 )
 
 // controller is the real tau-controller binary, run as a child process so
@@ -34,7 +36,7 @@ func (h *harness) startController(ctx context.Context) error {
 	if err := build.Run(); err != nil {
 		return fmt.Errorf("building tau-controller: %w", err)
 	}
-	ports, err := freePorts(7)
+	ports, err := controlplane.FreePorts(7)
 	if err != nil {
 		return err
 	}
@@ -153,25 +155,6 @@ func (c *controller) profile(file string, d time.Duration) error {
 		return err
 	}
 	return out.Close()
-}
-
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 // serve serves h on a loopback port and returns its base URL.

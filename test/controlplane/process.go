@@ -153,6 +153,22 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
+// FreePorts asks the kernel for n distinct loopback ports nobody listens on,
+// holding each open until all are picked so none is handed out twice. As
+// with freePort, another process may take one before its user binds it.
+func FreePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
 // logTail returns the last n lines of a log, indented, to put the cause of a failure
 // in the error itself.
 func logTail(path string, n int) string {

@@ -10,7 +10,6 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -65,14 +64,9 @@ func buildAndLoad(t *testing.T, p *podman, tag string) {
 
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
-	var ports []int
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	ports, err := controlplane.FreePorts(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ports
 }

@@ -10,7 +10,6 @@ import (
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/gitsource"
-	"github.com/taugrid/taugrid/render"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -224,13 +223,7 @@ func short(sha string) string {
 func (r *PlatformReconciler) applyQueues(ctx context.Context, p *taugridv1.TauPlatform, objs []*unstructured.Unstructured) error {
 	var namespaces, rest []*unstructured.Unstructured
 	for _, u := range objs {
-		labels := u.GetLabels()
-		if labels == nil {
-			labels = map[string]string{}
-		}
-		labels[taugridv1.LabelPlatform] = p.Name
-		labels[render.LabelManagedBy] = render.ManagedBy
-		u.SetLabels(labels)
+		labelPlatform(u, p)
 		if u.GetKind() == "Namespace" {
 			namespaces = append(namespaces, u)
 		} else {

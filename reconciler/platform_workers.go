@@ -7,7 +7,6 @@ import (
 	"maps"
 	"path"
 	"slices"
-	"sort"
 	"strings"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
@@ -139,25 +138,7 @@ func workerObjects(tree fs.FS, objs []*unstructured.Unstructured, w render.Worke
 
 // workerDeclared reads kueue/workers/<name>/*.yaml.
 func workerDeclared(tree fs.FS, name string) ([]*unstructured.Unstructured, error) {
-	files, err := fs.Glob(tree, path.Join(QueuesDir, WorkersDir, name, "*.yaml"))
-	if err != nil {
-		return nil, err
-	}
-	sort.Strings(files)
-	var objs []*unstructured.Unstructured
-	for _, f := range files {
-		docs, err := readDocuments(tree, f)
-		if err != nil {
-			return nil, err
-		}
-		for _, u := range docs {
-			if err := checkQuotas(u); err != nil {
-				return nil, fmt.Errorf("%s: %w", f, err)
-			}
-		}
-		objs = append(objs, docs...)
-	}
-	return objs, nil
+	return readQueueDir(tree, path.Join(QueuesDir, WorkersDir, name), checkQuotas)
 }
 
 // preflight reaches worker w and checks it holds what the tenants whose

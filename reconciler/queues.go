@@ -37,23 +37,42 @@ var queueKinds = []schema.GroupVersionKind{
 // leave the repo.
 func prunable(gvk schema.GroupVersionKind) bool { return gvk.Kind != "Namespace" }
 
-// LoadQueues reads every YAML document under kueue/ in a policy tree and
-// checks it against the policy: only the kinds above, LocalQueues only in
-// tenant namespaces, every tenant queue declared, no cohort cycles. Errors
-// name the file and document.
-func LoadQueues(tree fs.FS, pol *render.Policy) ([]*unstructured.Unstructured, error) {
-	files, err := fs.Glob(tree, path.Join(QueuesDir, "*.yaml"))
+// readQueueDir reads every YAML document of dir's *.yaml files in name
+// order; check, when set, vets each document, its error prefixed by the file.
+func readQueueDir(tree fs.FS, dir string, check func(*unstructured.Unstructured) error) ([]*unstructured.Unstructured, error) {
+	files, err := fs.Glob(tree, path.Join(dir, "*.yaml"))
 	if err != nil {
 		return nil, err
 	}
 	sort.Strings(files)
+	vet := check
+	if vet == nil {
+		vet = func(*unstructured.Unstructured) error { return nil }
+	}
 	var objs []*unstructured.Unstructured
 	for _, f := range files {
 		docs, err := readDocuments(tree, f)
 		if err != nil {
 			return nil, err
 		}
+		for _, u := range docs {
+			if err := vet(u); err != nil {
+				return nil, fmt.Errorf("%s: %w", f, err)
+			}
+		}
 		objs = append(objs, docs...)
+	}
+	return objs, nil
+}
+
+// LoadQueues reads every YAML document under kueue/ in a policy tree and
+// checks it against the policy: only the kinds above, LocalQueues only in
+// tenant namespaces, every tenant queue declared, no cohort cycles. Errors
+// name the file and document.
+func LoadQueues(tree fs.FS, pol *render.Policy) ([]*unstructured.Unstructured, error) {
+	objs, err := readQueueDir(tree, QueuesDir, nil)
+	if err != nil {
+		return nil, err
 	}
 	if err := checkQueues(objs, pol); err != nil {
 		return nil, err

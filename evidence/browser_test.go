@@ -62,18 +62,7 @@ func TestThePageRendersInABrowserWithItsStatusAndTimelineVisible(t *testing.T) {
 		}
 	}
 
-	shot := filepath.Join(t.ArtifactDir(), "evidence-page.png")
-	browse(t, bin, "--screenshot="+shot, url)
-	f, err := os.Open(shot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot: %s (%dx%d)", shot, img.Bounds().Dx(), img.Bounds().Dy())
+	img := screenshot(t, bin, url, "evidence-page.png")
 	// The status badge (green) sits in the header; the timeline bar shows
 	// the queue wait (amber) and the run (blue) below it.
 	header := image.Rect(0, 0, img.Bounds().Dx(), 120)
@@ -103,3 +92,22 @@ func pixels(img image.Image, r image.Rectangle, c color.RGBA) int {
 }
 
 func near(a uint32, b uint8) bool { return int(a)-int(b) < 8 && int(b)-int(a) < 8 }
+
+// screenshot takes Chromium's screenshot of url into the test's artifact
+// directory under name, and decodes it.
+func screenshot(t *testing.T, bin, url, name string) image.Image {
+	t.Helper()
+	shot := filepath.Join(t.ArtifactDir(), name)
+	browse(t, bin, "--screenshot="+shot, url)
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s (%dx%d)", shot, img.Bounds().Dx(), img.Bounds().Dy())
+	return img
+}

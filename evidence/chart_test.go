@@ -4,10 +4,7 @@ import (
 	"fmt"
 	"image"
 	"image/color"
-	"image/png"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -146,18 +143,7 @@ func TestTheMetricChartsDrawInABrowserWithoutScripts(t *testing.T) {
 		t.Error("the page has a script")
 	}
 
-	shot := filepath.Join(t.ArtifactDir(), "evidence-metric-charts.png")
-	browse(t, bin, "--screenshot="+shot, url)
-	f, err := os.Open(shot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot: %s (%dx%d)", shot, img.Bounds().Dx(), img.Bounds().Dy())
+	img := screenshot(t, bin, url, "evidence-metric-charts.png")
 	if n := pixels(img, image.Rect(0, 0, img.Bounds().Dx(), img.Bounds().Dy()), color.RGBA{0x82, 0x50, 0xdf, 0xff}); n < 800 {
 		t.Errorf("the charts' purple lines are not visible (%d pixels)", n)
 	}

@@ -21,19 +21,8 @@ func BenchmarkListRefs10k(b *testing.B) {
 	c := r.write("tau.yaml", "name: a\n").commit("first")
 	r.push("main")
 	writePackedRefs(b, s.bare("many"), c, 10_000)
-	resp, err := http.Get(s.url("many") + "/info/refs?service=git-upload-pack")
-	if err != nil {
-		b.Fatal(err)
-	}
-	adv, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	canned := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
-		_, _ = w.Write(adv)
-	}))
-	b.Cleanup(canned.Close)
+	remote := cannedAdvertisement(b, s, "many")
 	client, _ := newClient(b)
-	remote := Remote{URL: canned.URL + "/many.git"}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for b.Loop() {
@@ -98,4 +87,22 @@ func BenchmarkArchiveLarge(b *testing.B) {
 		size = a.Size
 	}
 	b.SetBytes(size)
+}
+
+// cannedAdvertisement captures repo's ref advertisement from git once and
+// serves it from memory, so a benchmark's figures are the client's.
+func cannedAdvertisement(b *testing.B, s *server, repo string) Remote {
+	b.Helper()
+	resp, err := http.Get(s.url(repo) + "/info/refs?service=git-upload-pack")
+	if err != nil {
+		b.Fatal(err)
+	}
+	adv, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	canned := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
+		_, _ = w.Write(adv)
+	}))
+	b.Cleanup(canned.Close)
+	return Remote{URL: canned.URL + "/" + repo + ".git"}
 }

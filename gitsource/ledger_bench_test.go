@@ -2,9 +2,6 @@ package gitsource
 
 import (
 	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"syscall"
 	"testing"
 	"time"
@@ -81,16 +78,5 @@ func cannedRunTags(b *testing.B, n int) Remote {
 	if err := gittest.AddRunTags(s.env, s.bare("tags"), c, "sweep", n, n/4); err != nil {
 		b.Fatal(err)
 	}
-	resp, err := http.Get(s.url("tags") + "/info/refs?service=git-upload-pack")
-	if err != nil {
-		b.Fatal(err)
-	}
-	adv, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	canned := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/x-git-upload-pack-advertisement")
-		_, _ = w.Write(adv)
-	}))
-	b.Cleanup(canned.Close)
-	return Remote{URL: canned.URL + "/tags.git"}
+	return cannedAdvertisement(b, s, "tags")
 }

@@ -75,6 +75,10 @@ type AttemptInfo struct {
 	FailureClass string     `json:"failure_class,omitempty"`
 	Reason       string     `json:"reason,omitempty"`
 	Nodes        []string   `json:"nodes,omitempty"`
+	// Cluster is the MultiKueue worker cluster the attempt ran on, whose
+	// API its pods, nodes, pod events and logs were read from; empty: the
+	// controller's own cluster.
+	Cluster string `json:"cluster,omitempty"`
 	// GPUUsage is how busy the attempt's GPUs were.
 	GPUUsage *GPUUsage `json:"gpu_usage,omitempty"`
 }

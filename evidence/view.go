@@ -305,7 +305,7 @@ func PhaseSpans(ts []taugridv1.PhaseTransition, now time.Time, running bool) []P
 func AttemptInfos(as []taugridv1.Attempt) []AttemptInfo {
 	out := make([]AttemptInfo, 0, len(as))
 	for _, a := range as {
-		ai := AttemptInfo{Number: a.Number, Workload: a.Workload, FailureClass: a.FailureClass, Reason: a.Reason, Nodes: a.Nodes,
+		ai := AttemptInfo{Number: a.Number, Workload: a.Workload, FailureClass: a.FailureClass, Reason: a.Reason, Nodes: a.Nodes, Cluster: a.Cluster,
 			GPUUsage: GPUUsageOf(a.GPUUsage)}
 		if a.StartTime != nil {
 			t := a.StartTime.UTC()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/clusters"
 	"github.com/taugrid/taugrid/evidence"
 	"github.com/taugrid/taugrid/render"
 	"github.com/taugrid/taugrid/runs"
@@ -56,8 +57,11 @@ type EvidenceRecorder struct {
 	// APIReader reads events and Secrets around the cache.
 	APIReader client.Reader
 	Logs      runs.LogSource // nil records no log tails
-	Files     TauFileReader
-	Policies  PolicyFiles
+	// Clusters reads a dispatched attempt's pods, nodes, pod events and
+	// logs from its MultiKueue worker; nil: every attempt is local.
+	Clusters clusters.Locator
+	Files    TauFileReader
+	Policies PolicyFiles
 	// Sources says where an attempt's pods fetched the source; nil: none.
 	Sources  SourceLocator
 	Store    evidence.Store

@@ -38,6 +38,9 @@ type collection struct {
 	bundle  *evidence.Bundle
 	objs    []client.Object // what the attempt rendered
 	masker  *evidence.Masker
+	at      attemptCluster // where the attempt's pods are read
+	pods    []corev1.Pod   // the attempt's pods, read first
+	logs    []rawLog       // their containers' log tails, unmasked, read first
 }
 
 // sealAttempt collects and stores the bundle of attempt n; it returns the
@@ -65,8 +68,9 @@ func (e *EvidenceRecorder) sealAttempt(ctx context.Context, run *taugridv1.TauRu
 func (e *EvidenceRecorder) collect(ctx context.Context, run *taugridv1.TauRun, n int) (*collection, error) {
 	c := &collection{run: run, attempt: n, rec: &evidence.Record{}, masker: evidence.NewMasker()}
 	c.bundle = evidence.NewBundle(evidence.Key{Namespace: run.Namespace, Run: run.Name, Attempt: n}, outcome(run, n))
+	c.at = e.clusterOf(ctx, c)
 	for _, step := range []func(context.Context, *collection) error{
-		e.collectRun, e.collectInputs, e.collectSecrets, e.collectKueue, e.collectPods, e.collectEvents, e.collectLogs,
+		e.snapshotPods, e.collectRun, e.collectInputs, e.collectSecrets, e.collectKueue, e.collectPods, e.collectEvents, e.collectLogs,
 	} {
 		if err := step(ctx, c); err != nil {
 			return nil, err
@@ -278,12 +282,8 @@ func podSpecs(objs []client.Object) []*corev1.PodSpec {
 func (e *EvidenceRecorder) collectSecrets(ctx context.Context, c *collection) error {
 	names := map[string]bool{}
 	specs := podSpecs(c.objs)
-	var pods corev1.PodList
-	if err := e.Client.List(ctx, &pods, client.InNamespace(c.run.Namespace), attemptPods(c)); err != nil {
-		return err
-	}
-	for i := range pods.Items {
-		specs = append(specs, &pods.Items[i].Spec)
+	for i := range c.pods {
+		specs = append(specs, &c.pods[i].Spec)
 	}
 	var values []string
 	for _, s := range specs {
@@ -291,20 +291,55 @@ func (e *EvidenceRecorder) collectSecrets(ctx context.Context, c *collection) er
 		values = append(values, runs.SecretEnvValues(s)...)
 	}
 	for _, name := range slices.Sorted(maps.Keys(names)) {
-		s := &corev1.Secret{}
-		if err := e.reader().Get(ctx, types.NamespacedName{Namespace: c.run.Namespace, Name: name}, s); err != nil {
-			c.note("could not read secret %s to mask its values (token-looking strings are still masked): %v", name, apierrors.ReasonForError(err))
-			continue
-		}
-		for _, v := range s.Data {
-			values = append(values, string(v))
-		}
-		for _, v := range s.StringData {
-			values = append(values, v)
+		values = append(values, secretValues(ctx, c, e.reader(), "", name)...)
+		if c.at.secrets != nil {
+			values = append(values, secretValues(ctx, c, c.at.secrets, c.at.name, name)...)
 		}
 	}
 	c.masker = evidence.NewMasker(values...)
 	return nil
+}
+
+// secretValues are Secret name's values in the cluster r reads (worker
+// names it; "" is the manager), to mask; one that cannot be read is noted.
+func secretValues(ctx context.Context, c *collection, r client.Reader, worker, name string) []string {
+	s := &corev1.Secret{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: c.run.Namespace, Name: name}, s); err != nil {
+		where := ""
+		if worker != "" {
+			where = " on worker cluster " + worker
+		}
+		c.note("could not read secret %s%s to mask its values (token-looking strings are still masked): %v", name, where, apierrors.ReasonForError(err))
+		return nil
+	}
+	var values []string
+	for _, v := range s.Data {
+		values = append(values, string(v))
+	}
+	for _, v := range s.StringData {
+		values = append(values, v)
+	}
+	return values
+}
+
+// attemptPods lists the attempt's pods where they run. A worker that
+// cannot be read leaves none, noted: a worker lost for good must not keep
+// the bundle from being sealed.
+func (c *collection) attemptPods(ctx context.Context) ([]corev1.Pod, error) {
+	if c.at.pods == nil {
+		return nil, nil
+	}
+	var pods corev1.PodList
+	err := c.at.pods.List(ctx, &pods, client.InNamespace(c.run.Namespace), attemptPods(c))
+	switch {
+	case err != nil && c.at.name != "":
+		c.note("listing the pods on worker cluster %s: %s", c.at.name, c.masker.Mask(err.Error()))
+		c.at.pods = nil
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	return pods.Items, nil
 }
 
 func attemptPods(c *collection) client.MatchingLabels {
@@ -353,20 +388,20 @@ func kueueTimeline(wl *kueue.Workload) *evidence.KueueTimeline {
 // collectPods records how each container of the attempt ended, and the
 // nodes with their GPU health.
 func (e *EvidenceRecorder) collectPods(ctx context.Context, c *collection) error {
-	var pods corev1.PodList
-	if err := e.Client.List(ctx, &pods, client.InNamespace(c.run.Namespace), attemptPods(c)); err != nil {
-		return err
+	if c.at.pods == nil {
+		return nil
 	}
-	slices.SortFunc(pods.Items, func(a, b corev1.Pod) int { return compareStrings(a.Name, b.Name) })
+	pods := c.pods
+	slices.SortFunc(pods, func(a, b corev1.Pod) int { return compareStrings(a.Name, b.Name) })
 	nodes := map[string]bool{}
-	for i := range pods.Items {
-		p := &pods.Items[i]
+	for i := range pods {
+		p := &pods[i]
 		c.rec.Pods = append(c.rec.Pods, podRecord(p))
 		if p.Spec.NodeName != "" {
 			nodes[p.Spec.NodeName] = true
 		}
 	}
-	if len(pods.Items) == 0 {
+	if len(pods) == 0 {
 		c.note("no pod of attempt %d is left to inspect", c.attempt)
 	}
 	for _, name := range c.rec.Attempts[c.attempt-1].Nodes {
@@ -374,7 +409,11 @@ func (e *EvidenceRecorder) collectPods(ctx context.Context, c *collection) error
 	}
 	start := attemptStart(c)
 	for _, name := range slices.Sorted(maps.Keys(nodes)) {
-		rec, err := e.nodeRecord(ctx, name, start)
+		rec, err := nodeRecord(ctx, c.at.pods, name, start)
+		if err != nil && c.at.name != "" {
+			c.note("reading node %s on worker cluster %s: %s", name, c.at.name, c.masker.Mask(err.Error()))
+			continue
+		}
 		if err != nil {
 			return err
 		}
@@ -433,10 +472,10 @@ func podRecord(p *corev1.Pod) evidence.PodRecord {
 // nodeRecord reads a node's TauGPUHealthy condition and what it was when
 // the attempt started: a condition that last changed after the start had
 // the other status before.
-func (e *EvidenceRecorder) nodeRecord(ctx context.Context, name string, start time.Time) (evidence.NodeRecord, error) {
+func nodeRecord(ctx context.Context, r client.Reader, name string, start time.Time) (evidence.NodeRecord, error) {
 	rec := evidence.NodeRecord{Name: name, GPUHealthyAtStart: "not reported"}
 	n := &corev1.Node{}
-	switch err := e.Client.Get(ctx, types.NamespacedName{Name: name}, n); {
+	switch err := r.Get(ctx, types.NamespacedName{Name: name}, n); {
 	case apierrors.IsNotFound(err):
 		rec.Gone = true
 		return rec, nil
@@ -477,16 +516,17 @@ func (e *EvidenceRecorder) collectEvents(ctx context.Context, c *collection) err
 	for _, p := range c.rec.Pods {
 		about[p.Name] = true
 	}
-	if e.APIReader == nil {
+	if c.at.events == nil {
 		c.note("events not recorded: no API reader")
 		return nil
 	}
 	for _, name := range slices.Sorted(maps.Keys(about)) {
-		// One field-selected list per object, never all of a busy namespace.
+		// One field-selected list per object, never all of a busy namespace;
+		// for a dispatched attempt, one on the manager and one on the worker.
 		var list corev1.EventList
-		if err := e.APIReader.List(ctx, &list, client.InNamespace(c.run.Namespace), client.MatchingFields{"involvedObject.name": name},
+		if err := c.at.events.List(ctx, &list, client.InNamespace(c.run.Namespace), client.MatchingFields{"involvedObject.name": name},
 			client.Limit(maxEvents)); err != nil {
-			c.note("listing events of %s: %v", name, apierrors.ReasonForError(err))
+			c.note("listing events of %s: %v", name, c.masker.Mask(eventsError(c, err)))
 			continue
 		}
 		for _, ev := range list.Items {
@@ -499,6 +539,15 @@ func (e *EvidenceRecorder) collectEvents(ctx context.Context, c *collection) err
 		c.rec.Events = c.rec.Events[n-maxEvents:]
 	}
 	return nil
+}
+
+// eventsError says why events could not be listed, naming the worker for
+// a dispatched attempt (its error may be the worker's).
+func eventsError(c *collection, err error) string {
+	if c.at.name == "" {
+		return string(apierrors.ReasonForError(err))
+	}
+	return fmt.Sprintf("on the manager or worker cluster %s: %v", c.at.name, err)
 }
 
 func eventTime(ev *corev1.Event) time.Time {
@@ -516,35 +565,94 @@ func (e *EvidenceRecorder) collectLogs(ctx context.Context, c *collection) error
 	if c.rec.Metrics == nil {
 		c.rec.Metrics = &evidence.Metrics{}
 	}
+	logs := map[string]rawLog{}
+	for _, l := range c.logs {
+		logs[l.pod+"/"+l.container] = l
+	}
 	for _, p := range c.rec.Pods {
 		for _, ctr := range p.Containers {
 			c.rec.Metrics.ScanMetrics([]byte(c.masker.Mask(ctr.Message)))
-			if e.Logs == nil {
-				continue
+			if l, ok := logs[p.Name+"/"+ctr.Name]; ok {
+				c.rec.Logs = append(c.rec.Logs, c.logTail(l))
 			}
-			tail := e.logTail(ctx, c, p.Name, ctr.Name)
-			c.rec.Logs = append(c.rec.Logs, tail)
 		}
 	}
 	return nil
 }
 
-func (e *EvidenceRecorder) logTail(ctx context.Context, c *collection, pod, container string) evidence.LogTail {
-	t := evidence.LogTail{Pod: pod, Container: container, Artifact: evidence.PrefixLogs + pod + "/" + container + ".log"}
-	// At most evidence.TailLines lines and evidence.ReadLimit bytes, however
-	// much the container wrote.
-	rc, err := e.Logs.Logs(ctx, c.run.Namespace, pod, &corev1.PodLogOptions{
+// rawLog is a container's log tail as read, before masking.
+type rawLog struct {
+	pod, container string
+	data           []byte
+	truncated      bool
+	err            error // reading it failed (data is nil) or was cut short
+	failed         bool  // it could not be read at all
+}
+
+// snapshotPods reads the attempt's pods and their containers' log tails
+// before anything else: a dispatched attempt's pods are the worker's, and
+// MultiKueue removes them from it soon after the attempt's Workload
+// finishes. Logs are read into memory, bounded, and masked later, once
+// the Secrets the pods use are known.
+func (e *EvidenceRecorder) snapshotPods(ctx context.Context, c *collection) error {
+	pods, err := c.attemptPods(ctx)
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(pods, func(a, b corev1.Pod) int { return compareStrings(a.Name, b.Name) })
+	c.pods = pods
+	if c.at.logs == nil {
+		return nil
+	}
+	for i := range pods {
+		for _, ctr := range containerNames(&pods[i]) {
+			c.logs = append(c.logs, readLog(ctx, c, pods[i].Name, ctr))
+		}
+	}
+	return nil
+}
+
+// containerNames are the pod's containers that have a status (ran, or
+// tried to), init containers first, as the record lists them.
+func containerNames(p *corev1.Pod) []string {
+	var out []string
+	for _, statuses := range [][]corev1.ContainerStatus{p.Status.InitContainerStatuses, p.Status.ContainerStatuses} {
+		for _, cs := range statuses {
+			out = append(out, cs.Name)
+		}
+	}
+	return out
+}
+
+// readLog reads at most evidence.TailLines lines and evidence.ReadLimit
+// bytes of a container's log, however much it wrote, keeping the tail.
+func readLog(ctx context.Context, c *collection, pod, container string) rawLog {
+	l := rawLog{pod: pod, container: container}
+	rc, err := c.at.logs.Logs(ctx, c.run.Namespace, pod, &corev1.PodLogOptions{
 		Container: container, TailLines: ptr.To(int64(evidence.TailLines)), LimitBytes: ptr.To(int64(evidence.ReadLimit))})
 	if err != nil {
-		t.Error = "log not available: " + c.masker.Mask(err.Error())
-		return t
+		l.err, l.failed = err, true
+		return l
 	}
 	defer rc.Close()
-	data, truncated, err := evidence.Tail(rc, c.masker, c.rec.Metrics)
-	if err != nil {
-		t.Error = "log cut short: " + c.masker.Mask(err.Error())
+	l.data, l.truncated, l.err = evidence.ReadTail(rc, evidence.ReadLimit, evidence.KeepBytes)
+	return l
+}
+
+// logTail masks a log read at the start, scans it for metrics records and
+// adds it to the bundle.
+func (c *collection) logTail(l rawLog) evidence.LogTail {
+	t := evidence.LogTail{Pod: l.pod, Container: l.container, Artifact: evidence.PrefixLogs + l.pod + "/" + l.container + ".log"}
+	if l.failed {
+		t.Error = "log not available: " + c.masker.Mask(l.err.Error())
+		return t
 	}
-	t.Bytes, t.Truncated = len(data), truncated
+	data := c.masker.MaskBytes(l.data)
+	c.rec.Metrics.ScanMetrics(data)
+	if l.err != nil {
+		t.Error = "log cut short: " + c.masker.Mask(l.err.Error())
+	}
+	t.Bytes, t.Truncated = len(data), l.truncated
 	c.bundle.Add(t.Artifact, evidence.MediaText, data)
 	return t
 }

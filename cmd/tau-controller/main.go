@@ -133,6 +133,9 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
+	if ev != nil {
+		ev.Clusters = workers // a dispatched attempt's evidence is read from its worker
+	}
 	if err := setupReconcilers(ctx, mgr, git, sources, policies, ev, workers, o); err != nil {
 		return err
 	}

@@ -1,0 +1,437 @@
+package reconciler
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/clusters"
+	"github.com/taugrid/taugrid/evidence"
+	"github.com/taugrid/taugrid/render"
+	"github.com/taugrid/taugrid/runs"
+	"github.com/taugrid/taugrid/test/controlplane"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+)
+
+// The worker's copy of the run's Secret: a platform team provisions each
+// cluster's own, so its value can differ from the manager's.
+const workerHFToken = "hf-worker-secret-value-9876543210"
+
+// workerKubelet is a stand-in kubelet on a fleet worker: a GPU node the
+// worker's scheduler places pods on, whose container logs the worker's API
+// server serves, healthy an hour ago. Its Lease is renewed until the test
+// ends, so the worker's node-lifecycle controller keeps it Ready.
+func workerKubelet(t *testing.T, w client.Client, node string) *controlplane.Kubelet {
+	t.Helper()
+	ctx := context.Background()
+	k := controlplane.StartKubelet(t, w, node)
+	like := controlplane.GPUNode(node)
+	now, hourAgo := metav1.Now(), metav1.NewTime(time.Now().Add(-time.Hour))
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n := &corev1.Node{}
+		if err := w.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
+			return err
+		}
+		n.Labels = like.Labels
+		if err := w.Update(ctx, n); err != nil {
+			return err
+		}
+		n.Status.Capacity, n.Status.Allocatable = like.Status.Capacity, like.Status.Allocatable
+		n.Status.Conditions = []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: hourAgo},
+			{Type: taugridv1.ConditionGPUHealthy, Status: corev1.ConditionTrue, Reason: "Healthy", Message: "8 GPUs healthy", LastTransitionTime: hourAgo},
+		}
+		return w.Status().Update(ctx, n)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	renewLease(t, w, node)
+	return k
+}
+
+// renewLease keeps node's heartbeat Lease fresh until the test ends.
+func renewLease(t *testing.T, w client.Client, node string) {
+	t.Helper()
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-node-lease", Name: node},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(node), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: &metav1.MicroTime{Time: time.Now()}}}
+	if err := w.Create(context.Background(), lease); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	go func() {
+		tick := time.NewTicker(5 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+					cur := &coordinationv1.Lease{}
+					if err := w.Get(context.Background(), client.ObjectKeyFromObject(lease), cur); err != nil {
+						return err
+					}
+					cur.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+					return w.Update(context.Background(), cur)
+				})
+			}
+		}
+	}()
+}
+
+// setGPUHealth sets a worker node's TauGPUHealthy condition, as
+// tau-nodeagent does, now.
+func setGPUHealth(t *testing.T, w client.Client, node string, status corev1.ConditionStatus, msg string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n := &corev1.Node{}
+		if err := w.Get(context.Background(), client.ObjectKey{Name: node}, n); err != nil {
+			return err
+		}
+		for i := range n.Status.Conditions {
+			if c := &n.Status.Conditions[i]; c.Type == taugridv1.ConditionGPUHealthy {
+				c.Status, c.Reason, c.Message, c.LastTransitionTime = status, "XidError", msg, metav1.Now()
+			}
+		}
+		return w.Status().Update(context.Background(), n)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// startPodOn starts a pod no kubelet runs: every container running and
+// ready.
+func startPodOn(t *testing.T, w client.Client, p *corev1.Pod) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &corev1.Pod{}
+		if err := w.Get(context.Background(), client.ObjectKeyFromObject(p), cur); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		cur.Status.Phase, cur.Status.StartTime = corev1.PodRunning, &now
+		cur.Status.ContainerStatuses = nil
+		for _, c := range cur.Spec.Containers {
+			cur.Status.ContainerStatuses = append(cur.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image,
+				Ready: true, Started: ptr.To(true), State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}}})
+		}
+		cur.Status.Conditions = append(cur.Status.Conditions, corev1.PodCondition{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+			corev1.PodCondition{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now})
+		return w.Status().Update(context.Background(), cur)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// failPodOn ends a pod no kubelet ran: every container terminated with
+// code and message, the pod Failed.
+func failPodOn(t *testing.T, w client.Client, p *corev1.Pod, code int32, msg string) {
+	t.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &corev1.Pod{}
+		if err := w.Get(context.Background(), client.ObjectKeyFromObject(p), cur); err != nil {
+			return err
+		}
+		now := metav1.Now()
+		cur.Status.Phase = corev1.PodFailed
+		cur.Status.ContainerStatuses = nil
+		for _, c := range cur.Spec.Containers {
+			cur.Status.ContainerStatuses = append(cur.Status.ContainerStatuses, corev1.ContainerStatus{Name: c.Name, Image: c.Image,
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Reason: "Error", Message: msg,
+					StartedAt: now, FinishedAt: now}}})
+		}
+		return w.Status().Update(context.Background(), cur)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// withEvidence seals evidence into st, reading dispatched attempts from
+// their workers as cmd/tau-controller does.
+func withEvidence(st evidence.Store) func(ctrl.Manager, *RunReconciler) {
+	return func(mgr ctrl.Manager, r *RunReconciler) {
+		withWorkers(mgr, r)
+		cs := kubernetes.NewForConfigOrDie(mgr.GetConfig())
+		r.Evidence = &EvidenceRecorder{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Logs: runs.PodLogs{Pods: cs.CoreV1()},
+			Files: r.Files, Policies: r.Policies.(*PolicyStore), Store: st, Clock: r.Clock, Recorder: events.NewFakeRecorder(100),
+			Clusters: r.Clusters}
+	}
+}
+
+// workerPodOf waits for the one pod of the run's attempt on worker w to be
+// bound to a node.
+func workerPodOf(t *testing.T, w client.Client, run *taugridv1.TauRun, attempt string) *corev1.Pod {
+	t.Helper()
+	var pod *corev1.Pod
+	waitFor(t, 120*time.Second, "the run's pod to be scheduled on the worker", func() bool {
+		var pods corev1.PodList
+		err := w.List(context.Background(), &pods, client.InNamespace(run.Namespace), client.MatchingLabels{render.LabelRun: run.Name, render.LabelAttempt: attempt})
+		if err != nil || len(pods.Items) != 1 || pods.Items[0].Spec.NodeName == "" {
+			return false
+		}
+		pod = &pods.Items[0]
+		return true
+	})
+	return pod
+}
+
+// A dispatched run whose pod fails on a worker node whose GPUs turned
+// unhealthy is classified from that node (the manager has neither pod
+// nor node), and its evidence bundle holds what only the worker has: the
+// pod and how it ended, the node's GPU health then and at the start, the
+// container's log tail (masked with both clusters' Secret values), the
+// worker's pod events beside the manager's Workload events; nothing of
+// the worker's kubeconfig is anywhere in the bundle or the run.
+func TestADispatchedRunsClassAndEvidenceAreReadFromItsWorker(t *testing.T) {
+	fl := onFleet(t)
+	ctx := context.Background()
+	f := newRunFixture(t, "mr1")
+	dispatchTenant(t, fl, f, "mr1-a")
+	large := workerClient(t, fl, "large")
+	create(t, k8s, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hf", Namespace: f.ns}, StringData: map[string]string{"token": hfToken}})
+	create(t, large, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hf", Namespace: f.ns}, StringData: map[string]string{"token": workerHFToken}})
+	f.research.edit("tau.yaml", "    PYTHONUNBUFFERED: \"1\"\n", "    PYTHONUNBUFFERED: \"1\"\n  env_secret:\n    HF_TOKEN: \"hf:token\"\n")
+	f.research.commit("read the Hugging Face token from a Secret")
+	cordonAll(t, large)
+	kubelet := workerKubelet(t, large, "mr1-large")
+	st, err := evidence.NewFileStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := startManagerWith(t, withEvidence(st))
+	defer m.stop()
+
+	f.research.runRef("gpu", "target: default\n")
+	f.poll(t)
+	run := f.runOf(t, "refs/tau/runs/gpu")
+	pod := workerPodOf(t, large, run, "1")
+	if pod.Spec.NodeName != kubelet.Node {
+		t.Fatalf("the run's pod is on node %s, want %s", pod.Spec.NodeName, kubelet.Node)
+	}
+	// MultiKueue removes the worker's Job and pods as soon as the
+	// manager's Workload finishes; a finalizer keeps this pod (as a slow
+	// kubelet would), so its log is still there to read.
+	holdPod(t, large, pod)
+	kubelet.Write(f.ns, pod.Name, pod.Spec.Containers[0].Name, "step 1\nHF_TOKEN="+workerHFToken+" and "+hfToken+"\nCUDA error: an illegal memory access was encountered\n")
+	startPodOn(t, large, pod)
+	waitFor(t, 60*time.Second, "the run to run, as its pod on the worker shows", func() bool {
+		return getRun(t, f.ns, run.Name).Status.Phase == taugridv1.PhaseRunning
+	})
+	time.Sleep(1100 * time.Millisecond) // conditions keep whole seconds: the fault comes after the start
+	setGPUHealth(t, large, kubelet.Node, corev1.ConditionFalse, "Xid 79: GPU has fallen off the bus")
+	failPodOn(t, large, pod, 1, "CUDA error")
+
+	key := evidence.Key{Namespace: f.ns, Run: run.Name, Attempt: 1}
+	waitFor(t, 90*time.Second, "the first attempt to end and its bundle to be sealed", func() bool {
+		run = getRun(t, f.ns, run.Name)
+		has, _ := evidence.Has(ctx, st, key)
+		return len(run.Status.Attempts) > 0 && run.Status.Attempts[0].FailureClass != "" && has
+	})
+	if a := run.Status.Attempts[0]; a.FailureClass != string(FailureGPUFault) || !strings.Contains(a.Reason, "fallen off the bus") || a.Cluster != "large" {
+		t.Errorf("attempt 1 ended %s (%q) on cluster %q; want GPUFault from worker large's node", a.FailureClass, a.Reason, a.Cluster)
+	}
+	rec := sealedRecord(t, st, key)
+	if a := rec.Attempts[0]; a.Cluster != "large" {
+		t.Errorf("the bundle's attempt names cluster %q, want large", a.Cluster)
+	}
+	if len(rec.Pods) != 1 || rec.Pods[0].Name != pod.Name || len(rec.Pods[0].Containers) == 0 || ptr.Deref(rec.Pods[0].Containers[0].ExitCode, -1) != 1 {
+		t.Errorf("the bundle's pods: %+v; want %s, exited 1", rec.Pods, pod.Name)
+	}
+	if len(rec.Nodes) != 1 || rec.Nodes[0].Name != kubelet.Node || rec.Nodes[0].GPUHealthy == nil || rec.Nodes[0].GPUHealthy.Status != "False" ||
+		rec.Nodes[0].GPUHealthyAtStart != "True (turned False during the attempt)" {
+		t.Errorf("the bundle's nodes: %+v; want %s, GPUs healthy at the start and not at the end", rec.Nodes, kubelet.Node)
+	}
+	if len(rec.Logs) == 0 || rec.Logs[0].Error != "" || rec.Logs[0].Bytes == 0 {
+		t.Errorf("the bundle's log tails: %+v; want the container's, read from the worker", rec.Logs)
+	}
+	eventsFromBoth(t, rec, large, pod)
+	noneOfIn(t, st.Root, append([]string{hfToken, workerHFToken}, kubeconfigSecrets(t, "large")...))
+	raw, _ := json.Marshal(run)
+	for _, s := range kubeconfigSecrets(t, "large") {
+		if bytes.Contains(raw, []byte(s)) {
+			t.Errorf("the run's status holds worker large's kubeconfig credentials")
+		}
+	}
+}
+
+// holdPod keeps a worker's pod from going until the test ends.
+func holdPod(t *testing.T, w client.Client, p *corev1.Pod) {
+	t.Helper()
+	const finalizer = "test.taugrid.dev/hold"
+	edit := func(add bool) error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur := &corev1.Pod{}
+			if err := w.Get(context.Background(), client.ObjectKeyFromObject(p), cur); err != nil {
+				return client.IgnoreNotFound(err)
+			}
+			if add {
+				cur.Finalizers = append(cur.Finalizers, finalizer)
+			} else {
+				cur.Finalizers = slices.DeleteFunc(cur.Finalizers, func(f string) bool { return f == finalizer })
+			}
+			return w.Update(context.Background(), cur)
+		})
+	}
+	if err := edit(true); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = edit(false) })
+}
+
+// cordonAll marks every node of a worker unschedulable until the test
+// ends, so the test's own node is the only one a pod lands on.
+func cordonAll(t *testing.T, w client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	var nodes corev1.NodeList
+	if err := w.List(ctx, &nodes); err != nil {
+		t.Fatal(err)
+	}
+	set := func(n *corev1.Node, off bool) error {
+		orig := n.DeepCopy()
+		n.Spec.Unschedulable = off
+		return w.Patch(ctx, n, client.MergeFrom(orig))
+	}
+	for i := range nodes.Items {
+		if n := &nodes.Items[i]; !n.Spec.Unschedulable {
+			if err := set(n, true); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = set(n, false) })
+		}
+	}
+}
+
+// sealedRecord reads the record of a sealed, verifying bundle.
+func sealedRecord(t *testing.T, st *evidence.FileStore, key evidence.Key) *evidence.Record {
+	t.Helper()
+	ctx := context.Background()
+	raw, err := st.Manifest(ctx, key)
+	if err != nil {
+		t.Fatalf("no sealed bundle for %+v: %v", key, err)
+	}
+	if r := evidence.Verify(ctx, raw, st); !r.OK() {
+		t.Fatalf("the bundle does not verify: %+v", r)
+	}
+	m, _ := evidence.ParseManifest(raw)
+	for _, a := range m.Artifacts {
+		if a.Name != evidence.ArtifactRecord {
+			continue
+		}
+		data, err := st.Blob(ctx, a.SHA256)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := &evidence.Record{}
+		if err := yaml.Unmarshal(data, rec); err != nil {
+			t.Fatal(err)
+		}
+		return rec
+	}
+	t.Fatal("the bundle has no record")
+	return nil
+}
+
+// eventsFromBoth checks the record holds the worker's events about the pod
+// (only the worker has the pod) and the manager's about the Workload.
+func eventsFromBoth(t *testing.T, rec *evidence.Record, worker client.Client, pod *corev1.Pod) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, e := range rec.Events {
+		seen[e.Object+" "+e.Reason+" "+e.Message] = true
+	}
+	for name, c := range map[string]client.Client{"worker": worker, "manager": k8s} {
+		about := "Pod/" + pod.Name
+		if name == "manager" {
+			about = "Workload/" + rec.Kueue.Workload
+		}
+		var evs corev1.EventList
+		if err := c.List(context.Background(), &evs, client.InNamespace(pod.Namespace)); err != nil {
+			t.Fatal(err)
+		}
+		found := 0
+		for _, e := range evs.Items {
+			if o := e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name; o == about && seen[o+" "+e.Reason+" "+e.Message] {
+				found++
+			}
+		}
+		if found == 0 {
+			t.Errorf("the bundle holds none of the %s's events about %s (it holds %v)", name, about, seen)
+		}
+	}
+}
+
+// kubeconfigSecrets are what of worker's kubeconfig must never be shown:
+// the whole file, its client key and certificate, raw and base64.
+func kubeconfigSecrets(t *testing.T, worker string) []string {
+	t.Helper()
+	s := &corev1.Secret{}
+	if err := k8s.Get(context.Background(), client.ObjectKey{Namespace: controlplane.KueueNamespace, Name: controlplane.KubeconfigSecret(worker)}, s); err != nil {
+		t.Fatal(err)
+	}
+	raw := s.Data[clusters.KubeconfigKey]
+	cfg, err := clientcmd.Load(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := []string{string(raw)}
+	for _, a := range cfg.AuthInfos {
+		for _, b := range [][]byte{a.ClientKeyData, a.ClientCertificateData} {
+			if len(b) == 0 {
+				continue
+			}
+			out = append(out, base64.StdEncoding.EncodeToString(b))
+			if lines := strings.Split(string(b), "\n"); len(lines) > 2 {
+				out = append(out, lines[1]) // a line of the PEM body
+			}
+		}
+		if a.Token != "" {
+			out = append(out, a.Token)
+		}
+	}
+	return out
+}
+
+// noneOfIn fails when any of secrets is in a file under root.
+func noneOfIn(t *testing.T, root string, secrets []string) {
+	t.Helper()
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		for _, s := range secrets {
+			if bytes.Contains(data, []byte(s)) {
+				t.Errorf("%s holds a secret (%.12s...)", p, s)
+			}
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

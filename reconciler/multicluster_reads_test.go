@@ -19,8 +19,11 @@ import (
 	"github.com/taugrid/taugrid/render"
 	"github.com/taugrid/taugrid/runs"
 	"github.com/taugrid/taugrid/test/controlplane"
+	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -29,6 +32,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	"sigs.k8s.io/yaml"
 )
 
@@ -433,5 +437,119 @@ func noneOfIn(t *testing.T, root string, secrets []string) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A dispatched run whose pod stays Pending on its worker past the
+// platform's start deadline fails with the worker scheduler's reason (the
+// manager has no pod to read it from), and ending it ends it on the
+// worker: TauGrid deletes the manager's Job and MultiKueue deletes the
+// worker's Job, whose pods go with it. No code of TauGrid's reaches into
+// the worker to do that.
+func TestADispatchedRunPendingPastItsStartDeadlineEndsOnItsWorkerToo(t *testing.T) {
+	fl := onFleet(t)
+	ctx := context.Background()
+	f := newRunFixture(t, "mr2")
+	f.plat.repo.edit("limits.yaml", "ttl_after_finished: 24h\n", "ttl_after_finished: 24h\nstart_deadline: 5s\n")
+	f.plat.repo.commit("a short start deadline")
+	f.plat.reconcile(t)
+	dispatchTenant(t, fl, f, "mr2-a")
+	large := workerClient(t, fl, "large")
+	cordonAll(t, large)
+	m := startManagerWith(t, withWorkers)
+	defer m.stop()
+
+	f.research.runRef("late", "target: default\n")
+	f.poll(t)
+	run := f.runOf(t, "refs/tau/runs/late")
+	waitFor(t, 120*time.Second, "the run's first attempt to end past its start deadline", func() bool {
+		run = getRun(t, f.ns, run.Name)
+		return len(run.Status.Attempts) > 0 && run.Status.Attempts[0].FailureClass != ""
+	})
+	a := run.Status.Attempts[0]
+	if a.Cluster != "large" || !strings.Contains(a.Reason, "start deadline") || !strings.Contains(a.Reason, "unschedulable") {
+		t.Errorf("attempt 1 on cluster %q ended %s: %q; want the start deadline with the worker scheduler's reason", a.Cluster, a.FailureClass, a.Reason)
+	}
+	attempt1 := client.MatchingLabels{render.LabelRun: run.Name, render.LabelAttempt: "1"}
+	waitFor(t, 60*time.Second, "MultiKueue to remove attempt 1's Job and pods from the worker", func() bool {
+		var jobs batchv1.JobList
+		var pods corev1.PodList
+		return large.List(ctx, &jobs, client.InNamespace(f.ns), attempt1) == nil && len(jobs.Items) == 0 &&
+			large.List(ctx, &pods, client.InNamespace(f.ns), attempt1) == nil && len(pods.Items) == 0
+	})
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: a.Workload}, &batchv1.Job{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the manager's Job %s: %v, want it deleted", a.Workload, err)
+	}
+}
+
+// A worker dropped from clusters.yaml leaves the manager at the next
+// platform commit: its MultiKueueCluster goes and no MultiKueueConfig
+// names it; dropping clusters.yaml removes every MultiKueue object the
+// platform made. The kubeconfig Secrets, made by the platform team, stay.
+func TestAWorkerDroppedFromClustersYAMLIsPrunedFromTheManager(t *testing.T) {
+	fl := onFleet(t)
+	ctx := context.Background()
+	f := newRunFixture(t, "mr4")
+	f.plat.r.MultiKueueNamespace = controlplane.KueueNamespace
+	cq := "mr4-a"
+	for _, name := range []string{"large", "small"} {
+		w := workerClient(t, fl, name)
+		create(t, w, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: f.ns}},
+			&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "hf"}}, tenantPVC(f.ns))
+	}
+	f.plat.repo.write("clusters.yaml", clustersYAML(cq, ""))
+	f.plat.repo.commit("dispatch to both workers")
+	ready(t, f.plat.reconcile(t))
+	wantDispatch(t, cq, "large", "small")
+
+	f.plat.repo.write("clusters.yaml", "clusters:\n- name: large\n  kubeconfig_secret: "+controlplane.KubeconfigSecret("large")+"\n  cluster_queues: ["+cq+"]\n")
+	f.plat.repo.commit("drop the small worker")
+	ready(t, f.plat.reconcile(t))
+	wantDispatch(t, cq, "large")
+	if err := k8s.Get(ctx, client.ObjectKey{Name: "small"}, &kueue.MultiKueueCluster{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the dropped worker's MultiKueueCluster: %v, want it pruned", err)
+	}
+
+	f.plat.repo.git("-C", f.plat.repo.work, "rm", "--quiet", "clusters.yaml")
+	f.plat.repo.commit("no more workers")
+	ready(t, f.plat.reconcile(t))
+	for _, o := range []client.Object{&kueue.MultiKueueCluster{ObjectMeta: metav1.ObjectMeta{Name: "large"}},
+		&kueue.AdmissionCheck{ObjectMeta: metav1.ObjectMeta{Name: clusters.CheckName(cq)}}, &kueue.MultiKueueConfig{ObjectMeta: metav1.ObjectMeta{Name: clusters.CheckName(cq)}}} {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(o), o); !apierrors.IsNotFound(err) {
+			t.Errorf("%T %s with no clusters.yaml: %v, want it pruned", o, o.GetName(), err)
+		}
+	}
+	mcq := &kueue.ClusterQueue{}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: cq}, mcq); err != nil || mcq.Spec.AdmissionChecksStrategy != nil && len(mcq.Spec.AdmissionChecksStrategy.AdmissionChecks) > 0 {
+		t.Errorf("ClusterQueue %s still dispatches (%v): %+v", cq, err, mcq.Spec.AdmissionChecksStrategy)
+	}
+	for _, name := range []string{"large", "small"} {
+		if err := k8s.Get(ctx, client.ObjectKey{Namespace: controlplane.KueueNamespace, Name: controlplane.KubeconfigSecret(name)}, &corev1.Secret{}); err != nil {
+			t.Errorf("the platform team's kubeconfig Secret of %s: %v, want it kept", name, err)
+		}
+	}
+}
+
+// ready fails unless the platform applied its latest commit.
+func ready(t *testing.T, p *taugridv1.TauPlatform) {
+	t.Helper()
+	if !apimeta.IsStatusConditionTrue(p.Status.Conditions, taugridv1.ConditionReady) || p.Status.Commit != p.Status.LastAttemptedCommit {
+		t.Fatalf("the platform's commit is not applied: %+v", p.Status.Conditions)
+	}
+}
+
+// wantDispatch checks the manager sends ClusterQueue cq's workloads to
+// exactly the named workers, each with its MultiKueueCluster.
+func wantDispatch(t *testing.T, cq string, workers ...string) {
+	t.Helper()
+	ctx := context.Background()
+	config := &kueue.MultiKueueConfig{}
+	if err := k8s.Get(ctx, client.ObjectKey{Name: clusters.CheckName(cq)}, config); err != nil || !slices.Equal(slices.Sorted(slices.Values(config.Spec.Clusters)), workers) {
+		t.Errorf("MultiKueueConfig %s lists %v (%v), want %v", clusters.CheckName(cq), config.Spec.Clusters, err, workers)
+	}
+	for _, w := range workers {
+		if err := k8s.Get(ctx, client.ObjectKey{Name: w}, &kueue.MultiKueueCluster{}); err != nil {
+			t.Errorf("MultiKueueCluster %s: %v", w, err)
+		}
 	}
 }

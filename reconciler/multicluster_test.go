@@ -91,7 +91,10 @@ func dispatchTenant(t *testing.T, fl *controlplane.Fleet, f *runFixture, cqName 
 	var workers []string
 	for name := range fleetWorkers {
 		workers = append(workers, name)
-		create(t, k8s, clusters.Cluster(clusters.Worker{Name: name, Secret: controlplane.KubeconfigSecret(name)}))
+		// Shared by every fleet test: the first makes it.
+		if err := k8s.Create(ctx, clusters.Cluster(clusters.Worker{Name: name, Secret: controlplane.KubeconfigSecret(name)})); client.IgnoreAlreadyExists(err) != nil {
+			t.Fatal(err)
+		}
 	}
 	check, config := clusters.Dispatch(cqName, workers)
 	create(t, k8s, check, config)

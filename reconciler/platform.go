@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -288,7 +289,7 @@ func (r *PlatformReconciler) prune(ctx context.Context, p *taugridv1.TauPlatform
 	for _, u := range keep {
 		want[u.GetKind()+"/"+qualifiedName(u)] = true
 	}
-	for _, gvk := range queueKinds {
+	for _, gvk := range slices.Concat(queueKinds, dispatchKinds) {
 		if !prunable(gvk) {
 			continue
 		}

@@ -17,7 +17,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
 
 // WorkersDir, under kueue/, holds each worker's own Kueue objects:
@@ -27,6 +29,16 @@ import (
 const WorkersDir = "workers"
 
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=admissionchecks;multikueueconfigs;multikueueclusters,verbs=get;list;watch;create;patch;delete
+
+// dispatchKinds are the manager's MultiKueue objects the platform makes
+// from clusters.yaml (never from kueue/): pruned like the queues once a
+// worker or a dispatched ClusterQueue leaves it. The kubeconfig Secrets
+// they name are the platform team's, never labelled, never pruned.
+var dispatchKinds = []schema.GroupVersionKind{
+	{Group: kueue.GroupVersion.Group, Version: kueue.GroupVersion.Version, Kind: "MultiKueueConfig"},
+	{Group: kueue.GroupVersion.Group, Version: kueue.GroupVersion.Version, Kind: "AdmissionCheck"},
+	{Group: kueue.GroupVersion.Group, Version: kueue.GroupVersion.Version, Kind: "MultiKueueCluster"},
+}
 
 // dispatch makes the ClusterQueues clusters.yaml names dispatch to its
 // workers. Each worker is checked first (reachable, holding the PVCs,

@@ -48,7 +48,11 @@ func summary(run *taugridv1.TauRun, line string) string {
 		b.WriteString("\n")
 	}
 	if w := st.Workload; w != nil {
-		fmt.Fprintf(&b, "**Queue** `%s`; **workload** %s `%s`\n\n", w.Queue, w.Kind, w.Name)
+		fmt.Fprintf(&b, "**Queue** `%s`; **workload** %s `%s`", w.Queue, w.Kind, w.Name)
+		if w.Cluster != "" {
+			fmt.Fprintf(&b, " on **cluster** `%s`", w.Cluster)
+		}
+		b.WriteString("\n\n")
 		if w.Reason != "" && st.Phase == taugridv1.PhaseQueued {
 			// The run reconciler's explanation: position, who is ahead,
 			// the quota table, Kueue's own words.
@@ -88,13 +92,13 @@ func describe(run *taugridv1.TauRun) (State, string) {
 		return StateRunning, generic(run)
 	case taugridv1.PhaseRunning:
 		if since := idleSince(run); since != "" {
-			return StateRunning, "running; warning: GPUs idle since " + since
+			return StateRunning, "running" + onCluster(run) + "; warning: GPUs idle since " + since
 		}
-		return StateRunning, "running"
+		return StateRunning, "running" + onCluster(run)
 	case taugridv1.PhaseSucceeded:
-		return StateSuccess, "succeeded"
+		return StateSuccess, "succeeded" + onCluster(run)
 	case taugridv1.PhaseFailed:
-		return StateFailure, "failed: " + msg
+		return StateFailure, "failed" + onCluster(run) + ": " + msg
 	case taugridv1.PhaseCancelled:
 		return StateError, msg
 	}
@@ -126,7 +130,17 @@ func generic(run *taugridv1.TauRun) string {
 	case taugridv1.PhaseQueued:
 		return strings.TrimSpace("queued in " + queue)
 	case taugridv1.PhaseAdmitted:
-		return "admitted in " + queue + ": starting"
+		return "admitted in " + queue + ": starting" + onCluster(run)
+	}
+	return ""
+}
+
+// onCluster names the MultiKueue worker cluster a dispatched run's
+// attempt runs on, early in the line so the forge's length limit never
+// cuts it; "" for a run on the controller's own cluster.
+func onCluster(run *taugridv1.TauRun) string {
+	if w := run.Status.Workload; w != nil && w.Cluster != "" {
+		return " on cluster " + w.Cluster
 	}
 	return ""
 }

@@ -27,6 +27,10 @@ type Pods struct {
 	Cluster string
 	Reader  client.Reader
 	Logs    corev1client.PodsGetter
+	// Client writes to a worker what a dispatched attempt needs there
+	// besides its workload (its NetworkPolicy fence); nil locally, where
+	// the run reconciler creates those itself.
+	Client client.Client
 }
 
 // Locator says which cluster's API reads a run's pods, given the cluster
@@ -147,7 +151,7 @@ func (w *Workers) build(cluster string, kubeconfig []byte) (*Pods, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Pods{Cluster: cluster, Reader: c, Logs: logs.CoreV1()}, nil
+	return &Pods{Cluster: cluster, Reader: c, Logs: logs.CoreV1(), Client: c}, nil
 }
 
 // RESTConfig parses a worker's kubeconfig as Kueue accepts one: its current

@@ -22,9 +22,11 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
@@ -552,4 +554,55 @@ func wantDispatch(t *testing.T, cq string, workers ...string) {
 			t.Errorf("MultiKueueCluster %s: %v", w, err)
 		}
 	}
+}
+
+// A dispatched run's pods are fenced where they run: the worker gets the
+// attempt's NetworkPolicy (MultiKueue copies only the Job), which admits
+// the run's own pods and, from the attacker's side, no pod of another
+// tenant's namespace nor another run's pod; it is deleted from the worker
+// once the run has ended.
+func TestADispatchedRunIsFencedOnItsWorkerUntilItEnds(t *testing.T) {
+	fl := onFleet(t)
+	ctx := context.Background()
+	f := newRunFixture(t, "mr3")
+	dispatchTenant(t, fl, f, "mr3-a")
+	large := workerClient(t, fl, "large")
+	cordonAll(t, large)
+	if err := fl.Workers["large"].AddNodes(ctx, controlplane.GPUNode("mr3-large")); err != nil {
+		t.Fatal(err)
+	}
+	m := startManagerWith(t, withWorkers)
+	defer m.stop()
+
+	f.research.runRef("fenced", "target: default\n")
+	f.poll(t)
+	run := f.runOf(t, "refs/tau/runs/fenced")
+	waitFor(t, 120*time.Second, "the run to run on the worker", func() bool {
+		run = getRun(t, f.ns, run.Name)
+		return run.Status.Phase == taugridv1.PhaseRunning
+	})
+	np := &networkingv1.NetworkPolicy{}
+	key := client.ObjectKey{Namespace: f.ns, Name: run.Status.Workload.Name}
+	if err := large.Get(ctx, key, np); err != nil {
+		t.Fatalf("the worker has no NetworkPolicy for the run's pods: %v", err)
+	}
+	pod := workerPodOf(t, large, run, "1")
+	if !selects(t, np.Spec.PodSelector, pod.Labels) || !admits(t, np, f.ns, pod.Labels) {
+		t.Errorf("the worker's policy %+v does not fence and admit the run's own pod %v", np.Spec, pod.Labels)
+	}
+	for what, from := range map[string]struct {
+		ns     string
+		labels labels.Set
+	}{
+		"another tenant's pod, with the run's labels": {"mr3-b", labels.Set(pod.Labels)},
+		"another run's pod in the same namespace":     {f.ns, labels.Set{render.LabelRun: "someone-else"}},
+	} {
+		if admits(t, np, from.ns, from.labels) {
+			t.Errorf("the worker's policy admits %s", what)
+		}
+	}
+	exitPodOn(t, large, pod, 0)
+	waitFor(t, 60*time.Second, "the run to succeed and its fence to leave the worker", func() bool {
+		return getRun(t, f.ns, run.Name).Status.Phase == taugridv1.PhaseSucceeded && apierrors.IsNotFound(large.Get(ctx, key, &networkingv1.NetworkPolicy{}))
+	})
 }

@@ -28,7 +28,10 @@ func (r *RunReconciler) releaseEnded(ctx context.Context, run *taugridv1.TauRun)
 	if len(ended) == 0 {
 		return nil
 	}
-	return r.release(ctx, run, func(attempt int) bool { return slices.Contains(ended, attempt) })
+	if err := r.release(ctx, run, func(attempt int) bool { return slices.Contains(ended, attempt) }); err != nil {
+		return err
+	}
+	return r.unfenceOnWorkers(ctx, run)
 }
 
 // release deletes, for the attempts ended says, each Ray cluster and each

@@ -378,6 +378,9 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 	if err != nil && !gone {
 		return reconcile.Result{}, err
 	}
+	if err := r.fenceOnWorker(ctx, run, obs.Cluster); err != nil {
+		return reconcile.Result{}, err
+	}
 	recordCluster(run, obs.Cluster)
 	p := Advance(run.Status.Phase, run.Status.Message, DeriveProgress(obs))
 	end, err := r.attemptEnd(ctx, run, &obs, gone, p.Phase == taugridv1.PhaseSucceeded)

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/clusters"
 	"github.com/taugrid/taugrid/render"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -68,6 +69,9 @@ type Janitor struct {
 	// Every is the sweep interval (Start).
 	Every   time.Duration
 	Metrics *prometheus.CounterVec // finding reason, action; optional
+	// Clusters reads the pods of a Workload MultiKueue dispatched to a
+	// worker (they run there, not here); nil: every Workload is local.
+	Clusters clusters.Locator
 }
 
 // Finding is one thing the janitor found.
@@ -172,7 +176,7 @@ func (j *Janitor) checkWorkload(ctx context.Context, wl *kueue.Workload, held ti
 	if held < j.IdleAfter || !meta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted) || j.followed(ctx, job) {
 		return nil, nil
 	}
-	running, err := j.anyPodRunning(ctx, job)
+	running, err := j.anyPodRunning(ctx, job, wl)
 	if err != nil || running {
 		return nil, err
 	}
@@ -221,12 +225,18 @@ func (j *Janitor) followed(ctx context.Context, job client.Object) bool {
 	return err == nil && run.UID == owner.UID && !run.Status.Phase.Final()
 }
 
-func (j *Janitor) anyPodRunning(ctx context.Context, job client.Object) (bool, error) {
-	var pods corev1.PodList
-	if err := j.Client.List(ctx, &pods, client.InNamespace(job.GetNamespace()), client.MatchingLabels{render.LabelManagedBy: render.ManagedBy}); err != nil {
-		return false, err
+// anyPodRunning reports a pod of job running where its Workload runs: on
+// this cluster, or on the worker MultiKueue dispatched it to (where the
+// worker's copy of the job, of the same name, owns the pods). A worker
+// that cannot be read counts as running: the janitor releases only what
+// it has seen idle.
+func (j *Janitor) anyPodRunning(ctx context.Context, job client.Object, wl *kueue.Workload) (bool, error) {
+	pods, err := j.podsOf(ctx, job, wl)
+	if err != nil {
+		j.Log.Info("cannot tell whether the dispatched job runs; leaving it", "job", job.GetNamespace()+"/"+job.GetName(), "error", err.Error())
+		return true, nil
 	}
-	for _, p := range pods.Items {
+	for _, p := range pods {
 		for _, ref := range p.OwnerReferences {
 			if ref.UID == job.GetUID() || ref.Name == job.GetName() {
 				if p.Status.Phase == corev1.PodRunning {
@@ -236,6 +246,21 @@ func (j *Janitor) anyPodRunning(ctx context.Context, job client.Object) (bool, e
 		}
 	}
 	return false, nil
+}
+
+// podsOf lists TauGrid's pods in job's namespace of the cluster wl runs on.
+func (j *Janitor) podsOf(ctx context.Context, job client.Object, wl *kueue.Workload) ([]corev1.Pod, error) {
+	var r client.Reader = j.Client
+	if wl.Status.ClusterName != nil && j.Clusters != nil {
+		p, err := j.Clusters.PodsOf(ctx, *wl.Status.ClusterName)
+		if err != nil {
+			return nil, err
+		}
+		r = p.Reader
+	}
+	var pods corev1.PodList
+	err := r.List(ctx, &pods, client.InNamespace(job.GetNamespace()), client.MatchingLabels{render.LabelManagedBy: render.ManagedBy})
+	return pods.Items, err
 }
 
 // stuckPods finds TauGrid's pods that have been terminating for longer

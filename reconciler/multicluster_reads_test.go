@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/clusters"
 	"github.com/taugrid/taugrid/evidence"
@@ -31,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -605,4 +607,59 @@ func TestADispatchedRunIsFencedOnItsWorkerUntilItEnds(t *testing.T) {
 	waitFor(t, 60*time.Second, "the run to succeed and its fence to leave the worker", func() bool {
 		return getRun(t, f.ns, run.Name).Status.Phase == taugridv1.PhaseSucceeded && apierrors.IsNotFound(large.Get(ctx, key, &networkingv1.NetworkPolicy{}))
 	})
+}
+
+// The janitor judges a dispatched Workload by its pods on the worker: a
+// TauGrid Job no run follows any more (its run deleted, the Job left) is
+// idle only if no pod of it runs there. Read from the manager alone (no
+// pods ever), it would be released while it runs.
+func TestTheJanitorReadsADispatchedJobsPodsFromItsWorker(t *testing.T) {
+	fl := onFleet(t)
+	ctx := context.Background()
+	f := newRunFixture(t, "mr5")
+	dispatchTenant(t, fl, f, "mr5-a")
+	if err := fl.Workers["large"].AddNodes(ctx, controlplane.GPUNode("mr5-large")); err != nil {
+		t.Fatal(err)
+	}
+	m := startManagerWith(t, withWorkers)
+	f.research.runRef("left", "target: default\n")
+	f.poll(t)
+	run := f.runOf(t, "refs/tau/runs/left")
+	waitFor(t, 120*time.Second, "the run to run on the worker", func() bool {
+		run = getRun(t, f.ns, run.Name)
+		return run.Status.Phase == taugridv1.PhaseRunning
+	})
+	m.stop()
+	job := run.Status.Workload.Name
+	// The manager runs no garbage collector: the Job outlives its run.
+	if err := k8s.Delete(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the run to be gone", func() bool {
+		return apierrors.IsNotFound(k8s.Get(ctx, client.ObjectKeyFromObject(run), &taugridv1.TauRun{}))
+	})
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: job}, &batchv1.Job{}); err != nil {
+		t.Fatalf("the run's Job in the manager: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = k8s.Delete(context.Background(), &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: job}},
+			client.PropagationPolicy(metav1.DeletePropagationBackground))
+	})
+	idle := "Job/" + f.ns + "/" + job
+	sweep := func(c clusters.Locator) []Finding {
+		j := &Janitor{Client: k8s, Clock: clock.RealClock{}, Recorder: events.NewFakeRecorder(100), Log: logr.Discard(), Mode: JanitorReport,
+			EndedAfter: time.Hour, Clusters: c}
+		found, err := j.Sweep(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return slices.DeleteFunc(found, func(f Finding) bool { return f.Object != idle })
+	}
+	workers := &clusters.Workers{Local: &clusters.Pods{Reader: k8s}, Manager: k8s, Namespace: controlplane.KueueNamespace, Scheme: scheme}
+	if found := sweep(workers); len(found) != 0 {
+		t.Errorf("the janitor finds %+v about a job whose pod runs on its worker", found)
+	}
+	if found := sweep(nil); len(found) != 1 || found[0].Reason != ReasonIdleReservation {
+		t.Errorf("read from the manager alone, the janitor finds %+v; want it idle (the test would prove nothing otherwise)", found)
+	}
 }

@@ -142,7 +142,7 @@ func run(ctx context.Context, o options) error {
 	if err := setupMetrics(mgr); err != nil {
 		return err
 	}
-	if err := setupJanitor(mgr, o); err != nil {
+	if err := setupJanitor(mgr, workers, o); err != nil {
 		return err
 	}
 	clientset, err := kubernetes.NewForConfig(cfg)
@@ -223,7 +223,7 @@ func setupMetrics(mgr manager.Manager) error {
 }
 
 // setupJanitor runs the quota janitor on the leader.
-func setupJanitor(mgr manager.Manager, o options) error {
+func setupJanitor(mgr manager.Manager, workers clusters.Locator, o options) error {
 	mode := reconciler.JanitorMode(o.janitor)
 	switch mode {
 	case "off":
@@ -237,7 +237,7 @@ func setupJanitor(mgr manager.Manager, o options) error {
 		return err
 	}
 	return mgr.Add(&reconciler.Janitor{Client: mgr.GetClient(), Clock: clock.RealClock{}, Recorder: mgr.GetEventRecorder("tau-janitor"),
-		Log: ctrl.Log.WithName("janitor"), Mode: mode, IdleAfter: o.janitorIdle, Every: o.janitorEvery, Metrics: m})
+		Log: ctrl.Log.WithName("janitor"), Mode: mode, IdleAfter: o.janitorIdle, Every: o.janitorEvery, Metrics: m, Clusters: workers})
 }
 
 // setupServers adds the webhook receiver and the source archive server as

@@ -218,6 +218,7 @@ func TestADispatchedRunsClassAndEvidenceAreReadFromItsWorker(t *testing.T) {
 	fl := onFleet(t)
 	ctx := context.Background()
 	f := newRunFixture(t, "mr1")
+	endAttemptsLeft(t, f.ns)
 	dispatchTenant(t, fl, f, "mr1-a")
 	large := workerClient(t, fl, "large")
 	create(t, k8s, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hf", Namespace: f.ns}, StringData: map[string]string{"token": hfToken}})
@@ -308,6 +309,15 @@ func holdPod(t *testing.T, w client.Client, p *corev1.Pod) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = edit(false) })
+}
+
+// endAttemptsLeft deletes, when the test ends, the Jobs its runs left in
+// the manager (a retry the test does not follow), so MultiKueue removes
+// them from the workers and their pods hold no node of a later test.
+func endAttemptsLeft(t *testing.T, ns string) {
+	t.Cleanup(func() {
+		_ = k8s.DeleteAllOf(context.Background(), &batchv1.Job{}, client.InNamespace(ns), client.PropagationPolicy(metav1.DeletePropagationBackground))
+	})
 }
 
 // cordonAll marks every node of a worker unschedulable until the test
@@ -454,6 +464,7 @@ func TestADispatchedRunPendingPastItsStartDeadlineEndsOnItsWorkerToo(t *testing.
 	fl := onFleet(t)
 	ctx := context.Background()
 	f := newRunFixture(t, "mr2")
+	endAttemptsLeft(t, f.ns)
 	f.plat.repo.edit("limits.yaml", "ttl_after_finished: 24h\n", "ttl_after_finished: 24h\nstart_deadline: 5s\n")
 	f.plat.repo.commit("a short start deadline")
 	f.plat.reconcile(t)
@@ -618,6 +629,7 @@ func TestTheJanitorReadsADispatchedJobsPodsFromItsWorker(t *testing.T) {
 	ctx := context.Background()
 	f := newRunFixture(t, "mr5")
 	dispatchTenant(t, fl, f, "mr5-a")
+	cordonAll(t, workerClient(t, fl, "large"))
 	if err := fl.Workers["large"].AddNodes(ctx, controlplane.GPUNode("mr5-large")); err != nil {
 		t.Fatal(err)
 	}
@@ -661,5 +673,45 @@ func TestTheJanitorReadsADispatchedJobsPodsFromItsWorker(t *testing.T) {
 	}
 	if found := sweep(nil); len(found) != 1 || found[0].Reason != ReasonIdleReservation {
 		t.Errorf("read from the manager alone, the janitor finds %+v; want it idle (the test would prove nothing otherwise)", found)
+	}
+}
+
+// A worker whose API cannot be reached leaves a note in the bundle and
+// an error, neither quoting its kubeconfig's token.
+func TestAnUnreachableWorkersCredentialsAreInNoNoteOrError(t *testing.T) {
+	onFleet(t)
+	ctx := context.Background()
+	const token = "tok-never-shown-0123456789abcdef"
+	kubeconfig := "apiVersion: v1\nkind: Config\ncurrent-context: gone\n" +
+		"clusters:\n- name: gone\n  cluster:\n    server: https://127.0.0.1:1\n" +
+		"contexts:\n- name: gone\n  context:\n    cluster: gone\n    user: gone\n" +
+		"users:\n- name: gone\n  user:\n    token: " + token + "\n"
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: controlplane.KueueNamespace, Name: "mr6-gone-kubeconfig"},
+		Data: map[string][]byte{clusters.KubeconfigKey: []byte(kubeconfig)}}
+	mkc := clusters.Cluster(clusters.Worker{Name: "mr6-gone", Secret: secret.Name})
+	create(t, k8s, secret, mkc)
+	t.Cleanup(func() { _ = k8s.Delete(context.Background(), mkc); _ = k8s.Delete(context.Background(), secret) })
+	workers := &clusters.Workers{Local: &clusters.Pods{Reader: k8s}, Manager: k8s, Namespace: controlplane.KueueNamespace, Scheme: scheme,
+		CallTimeout: 2 * time.Second}
+
+	p, err := workers.PodsOf(ctx, "mr6-gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = p.Reader.List(ctx, &corev1.PodList{}, client.InNamespace("default"))
+	if err == nil || strings.Contains(err.Error(), token) {
+		t.Errorf("listing pods on the unreachable worker: %v; want an error without its token", err)
+	}
+	run := &taugridv1.TauRun{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "mr6"},
+		Status: taugridv1.TauRunStatus{Attempts: []taugridv1.Attempt{{Number: 1, Cluster: "mr6-gone"}}}}
+	c := &collection{run: run, attempt: 1, rec: &evidence.Record{}, masker: evidence.NewMasker()}
+	e := &EvidenceRecorder{Client: k8s, APIReader: k8s, Clusters: workers}
+	c.at = e.clusterOf(ctx, c)
+	if pods, err := c.attemptPods(ctx); err != nil || len(pods) != 0 {
+		t.Errorf("the unreachable worker's pods: %v, %v; want none, noted", pods, err)
+	}
+	notes := strings.Join(c.rec.Notes, "\n")
+	if !strings.Contains(notes, "worker cluster mr6-gone") || strings.Contains(notes, token) {
+		t.Errorf("the bundle's notes %q: want the worker named, its token not", notes)
 	}
 }

@@ -54,7 +54,7 @@ func workerKubelet(t *testing.T, w client.Client, node string) *controlplane.Kub
 	k := controlplane.StartKubelet(t, w, node)
 	like := controlplane.GPUNode(node)
 	now, hourAgo := metav1.Now(), metav1.NewTime(time.Now().Add(-time.Hour))
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		n := &corev1.Node{}
 		if err := w.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
 			return err

@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -48,9 +49,16 @@ func StartKubelet(t testing.TB, c client.Client, node string) *Kubelet {
 	if err := c.Create(context.Background(), n); err != nil {
 		t.Fatal(err)
 	}
-	n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
-	n.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(p)
-	if err := c.Status().Update(context.Background(), n); err != nil {
+	// On the latest copy: a node-lifecycle controller may taint it first.
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		if err := c.Get(context.Background(), client.ObjectKeyFromObject(n), n); err != nil {
+			return err
+		}
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
+		n.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(p)
+		return c.Status().Update(context.Background(), n)
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 	return k

@@ -87,7 +87,8 @@ type RunReconciler struct {
 	// Sources provides the source archive an attempt's pods fetch; nil
 	// renders no fetch step.
 	Sources SourceArchiver
-	// Evidence seals a bundle for each attempt that ends; nil records none.
+	// Evidence links each run's evidence page; an attempt that ends is
+	// marked for its controller to seal. Nil records none.
 	Evidence *EvidenceRecorder
 	// Clusters reads the pods of attempts dispatched to MultiKueue worker
 	// clusters; nil: every run's pods are read from Client.
@@ -125,21 +126,27 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		return reconcile.Result{}, nil
 	}
 	if run.Status.Phase.Final() && !resume {
+		if sealing(run) {
+			return afterSeal(reconcile.Result{}), nil // released once sealed
+		}
 		return r.reconcileEnded(ctx, run)
 	}
 	base := run.DeepCopy()
 	defer func() {
 		run.Status.ObservedGeneration = run.Generation
-		r.recordEvidence(ctx, base, run)
+		r.recordEnd(base, run)
 		perr := r.patchStatus(ctx, base, run)
 		if apierrors.IsConflict(perr) {
 			// A stale copy: look again at once, without an error's backoff.
 			result = reconcile.Result{RequeueAfter: 50 * time.Millisecond}
 			return
 		}
-		if perr == nil {
-			// Only once the end is stored and its evidence sealed: the
-			// pods are what both are read from.
+		switch {
+		case perr == nil && sealing(run):
+			// The evidence controller seals the ended attempts from their
+			// pods; they are released after.
+			result = afterSeal(result)
+		case perr == nil:
 			perr = r.releaseEnded(ctx, run)
 		}
 		if perr != nil && err == nil {

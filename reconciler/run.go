@@ -96,6 +96,8 @@ type RunReconciler struct {
 	// GPUUsage reads running attempts' GPU utilisation from the node
 	// agents; nil reads none.
 	GPUUsage GPUUsageSource
+
+	submitted *submissions // see cacheLagsSubmission
 }
 
 // SourceArchiver builds a run's source archive and says where pods fetch it.
@@ -132,6 +134,7 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		return r.reconcileEnded(ctx, run)
 	}
 	base := run.DeepCopy()
+	var submitted client.Object // the workload this reconcile submitted
 	defer func() {
 		run.Status.ObservedGeneration = run.Generation
 		r.recordEnd(base, run)
@@ -140,6 +143,9 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 			// A stale copy: look again at once, without an error's backoff.
 			result = reconcile.Result{RequeueAfter: 50 * time.Millisecond}
 			return
+		}
+		if perr == nil && submitted != nil {
+			r.announceSubmitted(run, submitted)
 		}
 		switch {
 		case perr == nil && sealing(run):
@@ -160,6 +166,9 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		r.reopen(run)
 	}
 	if run.Status.Workload == nil {
+		if r.cacheLagsSubmission(run) {
+			return reconcile.Result{RequeueAfter: recordSettle}, nil
+		}
 		if refused, err := r.reconcileSignature(ctx, run); refused || err != nil {
 			return reconcile.Result{}, err
 		}
@@ -167,7 +176,7 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		if wait := r.retryDue(run, plan); wait > 0 && !resume {
 			return reconcile.Result{RequeueAfter: wait}, nil
 		}
-		err = r.reconcileSubmit(ctx, run, plan, err)
+		submitted, err = r.reconcileSubmit(ctx, run, plan, err)
 		if errors.Is(err, errNoPolicyYet) {
 			r.setPhase(run, taugridv1.PhasePending, err.Error())
 			return reconcile.Result{RequeueAfter: 10 * time.Second}, nil
@@ -223,8 +232,8 @@ func (r *RunReconciler) retryDue(run *taugridv1.TauRun, plan *render.Plan) time.
 // reconcileSubmit creates the workload of plan, the tau file at the run's
 // commit rendered under the policy in force, or reports planErr, why there
 // is no plan. An invalid file or a policy violation fails the run (Stalled,
-// Ready=False) and submits nothing.
-func (r *RunReconciler) reconcileSubmit(ctx context.Context, run *taugridv1.TauRun, plan *render.Plan, planErr error) error {
+// Ready=False) and submits nothing. It returns the workload it submitted.
+func (r *RunReconciler) reconcileSubmit(ctx context.Context, run *taugridv1.TauRun, plan *render.Plan, planErr error) (client.Object, error) {
 	attempt := len(run.Status.Attempts) + 1
 	if attempt == 1 {
 		r.setPhase(run, taugridv1.PhasePending, "reading "+render.TargetFile(run.Spec.Target))
@@ -240,28 +249,26 @@ func (r *RunReconciler) reconcileSubmit(ctx context.Context, run *taugridv1.TauR
 	}
 	if len(render.Errors(err)) > 0 || errors.Is(err, gitsource.ErrNotFound) {
 		r.fail(run, ReasonInvalidConfig, err.Error())
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	w := objs[0]
 	kind := w.GetObjectKind().GroupVersionKind().Kind // Create clears TypeMeta
 	for _, o := range objs {
 		if err := controllerutil.SetControllerReference(run, o, r.Scheme); err != nil {
-			return err
+			return nil, err
 		}
 		if err := r.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
+			return nil, fmt.Errorf("creating %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
 		}
 	}
 	run.Status.Workload = &taugridv1.WorkloadStatus{Kind: kind, Name: w.GetName(),
 		Queue: w.GetLabels()[render.LabelQueueName]}
 	run.Status.Attempts = append(run.Status.Attempts, taugridv1.Attempt{Number: attempt, Workload: w.GetName()})
 	r.setPhase(run, taugridv1.PhaseQueued, "submitted to queue "+run.Status.Workload.Queue)
-	r.Recorder.Eventf(run, w, corev1.EventTypeNormal, ReasonSubmitted, "Submit", "submitted %s %s to queue %s",
-		run.Status.Workload.Kind, w.GetName(), run.Status.Workload.Queue)
-	return nil
+	return w, nil // announced once the status says so
 }
 
 // plan loads the tau file and the policy and resolves an attempt. A retry

@@ -57,7 +57,7 @@ type ForgeReconciler struct {
 	// Buckets paces calls per credential; nil does not pace.
 	Buckets *forge.Buckets
 
-	creds *forgeCredentials // see forgeSecret
+	creds *memo[types.NamespacedName, forgeCredential] // see forgeSecret
 }
 
 // Keys of a forge Secret for a GitHub App (spec.forge.checkRuns).

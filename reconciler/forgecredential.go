@@ -3,7 +3,6 @@ package reconciler
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/taugrid/taugrid/gitsource"
@@ -18,43 +17,23 @@ import (
 // fails other than for the budget.
 const forgeCredentialTTL = time.Minute
 
-// forgeCredentials holds, per forge Secret, its data as last read, in
-// memory only: never logged, written or put in an error. Runs waiting for
-// the credential's budget retry every second or so; without it each try
-// read the Secret from the API server before it could find the budget
-// spent (9,006 GETs in 90 idle seconds at 1,000 runs, hack/scale).
-type forgeCredentials struct {
-	mu sync.Mutex
-	m  map[types.NamespacedName]forgeCredential
-}
-
+// forgeCredential is a forge Secret's data as last read
+// (ForgeReconciler.creds), in memory only: never logged, written or put in
+// an error. Runs waiting for the credential's budget retry every second or
+// so; without it each try read the Secret from the API server before it
+// could find the budget spent (9,006 GETs in 90 idle seconds at 1,000
+// runs, hack/scale).
 type forgeCredential struct {
 	data map[string][]byte
 	read time.Time
 }
 
-// forgeCredentialsInit guards the lazy creation of a ForgeReconciler's
-// credentials.
-var forgeCredentialsInit sync.Mutex
-
-func (r *ForgeReconciler) credentials() *forgeCredentials {
-	forgeCredentialsInit.Lock()
-	defer forgeCredentialsInit.Unlock()
-	if r.creds == nil {
-		r.creds = &forgeCredentials{m: map[types.NamespacedName]forgeCredential{}}
-	}
-	return r.creds
-}
-
 // forgeSecret returns the data of the forge Secret key, read at most once
 // per forgeCredentialTTL. Treat it as read-only.
 func (r *ForgeReconciler) forgeSecret(ctx context.Context, key types.NamespacedName) (map[string][]byte, error) {
-	c := r.credentials()
+	creds := memoOf(&r.creds)
 	now := r.Clock.Now()
-	c.mu.Lock()
-	got, ok := c.m[key]
-	c.mu.Unlock()
-	if ok && now.Sub(got.read) < forgeCredentialTTL {
+	if got, ok := creds.get(key); ok && now.Sub(got.read) < forgeCredentialTTL {
 		return got.data, nil
 	}
 	var secret corev1.Secret
@@ -64,17 +43,12 @@ func (r *ForgeReconciler) forgeSecret(ctx context.Context, key types.NamespacedN
 		}
 		return nil, err
 	}
-	c.mu.Lock()
-	c.m[key] = forgeCredential{data: secret.Data, read: now}
-	c.mu.Unlock()
+	creds.put(key, forgeCredential{data: secret.Data, read: now})
 	return secret.Data, nil
 }
 
 // forgetForgeSecret drops the Secret's data, so the next try reads it
 // again: a post failed, perhaps because the Secret changed.
 func (r *ForgeReconciler) forgetForgeSecret(key types.NamespacedName) {
-	c := r.credentials()
-	c.mu.Lock()
-	delete(c.m, key)
-	c.mu.Unlock()
+	memoOf(&r.creds).forget(key)
 }

@@ -97,7 +97,7 @@ type RunReconciler struct {
 	// agents; nil reads none.
 	GPUUsage GPUUsageSource
 
-	submitted *submissions // see cacheLagsSubmission
+	submitted *memo[types.UID, submission] // see cacheLagsSubmission
 }
 
 // SourceArchiver builds a run's source archive and says where pods fetch it.

@@ -77,9 +77,15 @@ func (t Triggers) WatchedBranches(watched RefSet) RefSet {
 
 const branchPrefix = "refs/heads/"
 
+// sha1Size is the size of a git object name.
+const sha1Size = 20
+
 // RunRefsDigest names the run tags and run refs among watched refs, with
 // their objects: the same refs give the same digest. It sums a hash of
-// each ref, so it needs no sorting: one pass, no allocation per ref.
+// each ref, so it needs no sorting: one pass, no allocation per ref. Each
+// ref is hashed as its name and its object's 20 bytes (an annotated tag's
+// commit follows from the tag object), so a run tag's name up to 34 bytes
+// takes one SHA-256 block, not two.
 func RunRefsDigest(watched RefSet) string {
 	var sum [4]uint64
 	var buf []byte
@@ -87,7 +93,7 @@ func RunRefsDigest(watched RefSet) string {
 		if strings.HasPrefix(name, branchPrefix) {
 			continue
 		}
-		buf = append(append(append(append(append(buf[:0], name...), 0), r.SHA...), 0), r.Peeled...)
+		buf = appendObject(append(append(buf[:0], name...), 0), r.SHA)
 		h := sha256.Sum256(buf)
 		for i := range sum {
 			sum[i] += binary.BigEndian.Uint64(h[8*i:])
@@ -98,6 +104,34 @@ func RunRefsDigest(watched RefSet) string {
 		out = binary.BigEndian.AppendUint64(out, v)
 	}
 	return hex.EncodeToString(out)
+}
+
+// appendObject appends a git object name as its 20 bytes, or as it is
+// when it is not 40 hex digits.
+func appendObject(dst []byte, sha string) []byte {
+	if len(sha) != 2*sha1Size {
+		return append(dst, sha...)
+	}
+	n := len(dst)
+	for i := 0; i < len(sha); i += 2 {
+		hi, ok1 := fromHex(sha[i])
+		lo, ok2 := fromHex(sha[i+1])
+		if !ok1 || !ok2 {
+			return append(dst[:n], sha...)
+		}
+		dst = append(dst, hi<<4|lo)
+	}
+	return dst
+}
+
+func fromHex(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
 }
 
 // WithBranches is watched with its branches replaced by branches: watched

@@ -2,6 +2,7 @@ package gitsource
 
 import (
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -79,4 +80,44 @@ func cannedRunTags(b *testing.B, n int) Remote {
 		b.Fatal(err)
 	}
 	return cannedAdvertisement(b, s, "tags")
+}
+
+// BenchmarkIdlePollPassesByRefs times, on 20,000 run tags held in memory,
+// each pass an idle poll makes over the listing besides parsing it: the
+// trigger filter, the comparison with the previous refs, and the run refs'
+// digest.
+func BenchmarkIdlePollPassesByRefs(b *testing.B) {
+	refs := RefSet{"HEAD": {SHA: strings.Repeat("a", 40)}, "refs/heads/main": {SHA: strings.Repeat("a", 40)}}
+	for i := range 20_000 {
+		r := Ref{SHA: fmt.Sprintf("%040x", i)}
+		if i%4 == 0 {
+			r.Peeled = strings.Repeat("a", 40)
+		}
+		refs[fmt.Sprintf("refs/tags/run/sweep-%05d", i)] = r
+	}
+	t := Triggers{}.WithDefaults()
+	cur := t.Watched(refs)
+	b.Run("watched", func(b *testing.B) {
+		cpu := cpuTime()
+		for b.Loop() {
+			t.Watched(refs)
+		}
+		reportCPU(b, cpu)
+	})
+	b.Run("same", func(b *testing.B) {
+		cpu := cpuTime()
+		defer reportCPU(b, cpu)
+		for b.Loop() {
+			if !sameRefs(cur, cur) {
+				b.Fatal("differ")
+			}
+		}
+	})
+	b.Run("digest", func(b *testing.B) {
+		cpu := cpuTime()
+		for b.Loop() {
+			RunRefsDigest(cur)
+		}
+		reportCPU(b, cpu)
+	})
 }

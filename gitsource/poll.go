@@ -15,6 +15,9 @@ type PollResult struct {
 	// Refs are the watched refs now: what to keep as the previous refs
 	// for the next poll.
 	Refs RefSet
+	// Listed is every ref the listing showed, watched or not, for a
+	// caller that needs others (pull request heads) without listing again.
+	Listed RefSet
 	Detection
 }
 
@@ -67,7 +70,7 @@ func (c *Client) pollOnce(ctx context.Context, r Remote, previous Previous, t Tr
 		return PollResult{}, nil, err
 	}
 	if sameRefs(prev, cur) && c.headsFetched(r, cur, t) {
-		return PollResult{Refs: cur}, nil, nil
+		return PollResult{Refs: cur, Listed: refs}, nil, nil
 	}
 	s, err := c.open(r)
 	if err != nil {
@@ -82,7 +85,7 @@ func (c *Client) pollOnce(ctx context.Context, r Remote, previous Previous, t Tr
 		return PollResult{}, s.ep, err
 	}
 	c.heads.Store(s.key, branchHeads(cur, t))
-	return PollResult{Refs: cur, Detection: d}, nil, nil
+	return PollResult{Refs: cur, Listed: refs, Detection: d}, nil, nil
 }
 
 // headsFetched reports whether the watched branches' heads are known to be

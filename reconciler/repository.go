@@ -96,12 +96,12 @@ func (r *RepositoryReconciler) reconcile(ctx context.Context, repo *taugridv1.Ta
 	if err != nil {
 		return err
 	}
-	err = r.reconcilePoll(ctx, repo, remote)
+	listed, err := r.reconcilePoll(ctx, repo, remote)
 	if !handled(err) {
 		return err
 	}
 	if r.PullRequests != nil && repo.Spec.Forge != nil {
-		if perr := r.PullRequests.reconcilePullRequests(ctx, repo, remote); perr != nil {
+		if perr := r.PullRequests.reconcilePullRequests(ctx, repo, remote, listed); perr != nil {
 			r.Recorder.Eventf(repo, nil, corev1.EventTypeWarning, ReasonValidateFailed, "Validate", "validating pull requests: %v", perr)
 		}
 	}
@@ -145,17 +145,18 @@ func triggersOf(repo *taugridv1.TauRepository) gitsource.Triggers {
 // reconcilePoll lists the repository, starts and cancels runs for what
 // changed, and records the refs seen. Runs are created before the refs are
 // recorded, so a crash in between repeats the (idempotent) creations rather
-// than losing a run. Sets Ready.
-func (r *RepositoryReconciler) reconcilePoll(ctx context.Context, repo *taugridv1.TauRepository, remote gitsource.Remote) error {
+// than losing a run. Sets Ready. It returns every ref listed (nil when the
+// listing failed), for the pull requests' validation.
+func (r *RepositoryReconciler) reconcilePoll(ctx context.Context, repo *taugridv1.TauRepository, remote gitsource.Remote) (gitsource.RefSet, error) {
 	t := triggersOf(repo)
 	prev, err := r.previousRefs(ctx, repo, remote, t)
 	if err != nil {
-		return r.gitFailed(repo, err)
+		return nil, r.gitFailed(repo, err)
 	}
 	runRefs := &runRefPoll{r: r, repo: repo}
 	res, err := r.Git.PollFrom(ctx, remote, runRefs.previous(ctx, prev, t), t)
 	if err != nil {
-		return r.gitFailed(repo, err)
+		return nil, r.gitFailed(repo, err)
 	}
 	keepRefused(repo, res.Refs)
 	started := 0
@@ -167,7 +168,7 @@ func (r *RepositoryReconciler) reconcilePoll(ctx context.Context, repo *taugridv
 			continue
 		}
 		if err != nil {
-			return err
+			return res.Listed, err
 		}
 		runRefs.ran(ev)
 		started += n
@@ -199,7 +200,7 @@ func (r *RepositoryReconciler) reconcilePoll(ctx context.Context, repo *taugridv
 	if started > 0 {
 		r.Recorder.Eventf(repo, nil, corev1.EventTypeNormal, ReasonPolled, "Poll", "%d runs requested", started)
 	}
-	return nil
+	return res.Listed, nil
 }
 
 // previousRefs is what the last poll saw. On the first poll everything

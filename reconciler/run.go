@@ -87,7 +87,8 @@ type RunReconciler struct {
 	// Sources provides the source archive an attempt's pods fetch; nil
 	// renders no fetch step.
 	Sources SourceArchiver
-	// Evidence seals a bundle for each attempt that ends; nil records none.
+	// Evidence links each run's evidence page; an attempt that ends is
+	// marked for its controller to seal. Nil records none.
 	Evidence *EvidenceRecorder
 	// Clusters reads the pods of attempts dispatched to MultiKueue worker
 	// clusters; nil: every run's pods are read from Client.
@@ -95,6 +96,8 @@ type RunReconciler struct {
 	// GPUUsage reads running attempts' GPU utilisation from the node
 	// agents; nil reads none.
 	GPUUsage GPUUsageSource
+
+	submitted *memo[types.UID, submission] // see cacheLagsSubmission
 }
 
 // SourceArchiver builds a run's source archive and says where pods fetch it.
@@ -125,21 +128,31 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		return reconcile.Result{}, nil
 	}
 	if run.Status.Phase.Final() && !resume {
+		if sealing(run) {
+			return afterSeal(reconcile.Result{}), nil // released once sealed
+		}
 		return r.reconcileEnded(ctx, run)
 	}
 	base := run.DeepCopy()
+	var submitted client.Object // the workload this reconcile submitted
 	defer func() {
 		run.Status.ObservedGeneration = run.Generation
-		r.recordEvidence(ctx, base, run)
+		r.recordEnd(base, run)
 		perr := r.patchStatus(ctx, base, run)
 		if apierrors.IsConflict(perr) {
 			// A stale copy: look again at once, without an error's backoff.
 			result = reconcile.Result{RequeueAfter: 50 * time.Millisecond}
 			return
 		}
-		if perr == nil {
-			// Only once the end is stored and its evidence sealed: the
-			// pods are what both are read from.
+		if perr == nil && submitted != nil {
+			r.announceSubmitted(run, submitted)
+		}
+		switch {
+		case perr == nil && sealing(run):
+			// The evidence controller seals the ended attempts from their
+			// pods; they are released after.
+			result = afterSeal(result)
+		case perr == nil:
 			perr = r.releaseEnded(ctx, run)
 		}
 		if perr != nil && err == nil {
@@ -153,6 +166,9 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		r.reopen(run)
 	}
 	if run.Status.Workload == nil {
+		if r.cacheLagsSubmission(run) {
+			return reconcile.Result{RequeueAfter: recordSettle}, nil
+		}
 		if refused, err := r.reconcileSignature(ctx, run); refused || err != nil {
 			return reconcile.Result{}, err
 		}
@@ -160,7 +176,7 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		if wait := r.retryDue(run, plan); wait > 0 && !resume {
 			return reconcile.Result{RequeueAfter: wait}, nil
 		}
-		err = r.reconcileSubmit(ctx, run, plan, err)
+		submitted, err = r.reconcileSubmit(ctx, run, plan, err)
 		if errors.Is(err, errNoPolicyYet) {
 			r.setPhase(run, taugridv1.PhasePending, err.Error())
 			return reconcile.Result{RequeueAfter: 10 * time.Second}, nil
@@ -216,8 +232,8 @@ func (r *RunReconciler) retryDue(run *taugridv1.TauRun, plan *render.Plan) time.
 // reconcileSubmit creates the workload of plan, the tau file at the run's
 // commit rendered under the policy in force, or reports planErr, why there
 // is no plan. An invalid file or a policy violation fails the run (Stalled,
-// Ready=False) and submits nothing.
-func (r *RunReconciler) reconcileSubmit(ctx context.Context, run *taugridv1.TauRun, plan *render.Plan, planErr error) error {
+// Ready=False) and submits nothing. It returns the workload it submitted.
+func (r *RunReconciler) reconcileSubmit(ctx context.Context, run *taugridv1.TauRun, plan *render.Plan, planErr error) (client.Object, error) {
 	attempt := len(run.Status.Attempts) + 1
 	if attempt == 1 {
 		r.setPhase(run, taugridv1.PhasePending, "reading "+render.TargetFile(run.Spec.Target))
@@ -233,28 +249,26 @@ func (r *RunReconciler) reconcileSubmit(ctx context.Context, run *taugridv1.TauR
 	}
 	if len(render.Errors(err)) > 0 || errors.Is(err, gitsource.ErrNotFound) {
 		r.fail(run, ReasonInvalidConfig, err.Error())
-		return nil
+		return nil, nil
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	w := objs[0]
 	kind := w.GetObjectKind().GroupVersionKind().Kind // Create clears TypeMeta
 	for _, o := range objs {
 		if err := controllerutil.SetControllerReference(run, o, r.Scheme); err != nil {
-			return err
+			return nil, err
 		}
 		if err := r.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("creating %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
+			return nil, fmt.Errorf("creating %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
 		}
 	}
 	run.Status.Workload = &taugridv1.WorkloadStatus{Kind: kind, Name: w.GetName(),
 		Queue: w.GetLabels()[render.LabelQueueName]}
 	run.Status.Attempts = append(run.Status.Attempts, taugridv1.Attempt{Number: attempt, Workload: w.GetName()})
 	r.setPhase(run, taugridv1.PhaseQueued, "submitted to queue "+run.Status.Workload.Queue)
-	r.Recorder.Eventf(run, w, corev1.EventTypeNormal, ReasonSubmitted, "Submit", "submitted %s %s to queue %s",
-		run.Status.Workload.Kind, w.GetName(), run.Status.Workload.Queue)
-	return nil
+	return w, nil // announced once the status says so
 }
 
 // plan loads the tau file and the policy and resolves an attempt. A retry

@@ -28,20 +28,24 @@ const (
 	racksPerBlk  = 4
 )
 
-// addNodes creates n kwok nodes of 8 H200s in blocks and racks, 16 at once.
+// setupWorkers is how many objects the harness creates at once.
+const setupWorkers = 32
+
+// addNodes creates n kwok nodes of 8 H200s in blocks and racks,
+// setupWorkers at once.
 func (h *harness) addNodes(ctx context.Context) error {
 	work := make(chan int)
 	errs := make(chan error, h.cfg.nodes)
 	var wg sync.WaitGroup
-	for range 16 {
+	for range setupWorkers {
 		wg.Go(func() {
 			for i := range work {
 				n := controlplane.GPUNode(fmt.Sprintf("gpu-%04d", i))
 				rack := i / nodesPerRack
 				n.Labels[labelRack] = fmt.Sprintf("rack-%03d", rack)
 				n.Labels[labelBlock] = fmt.Sprintf("block-%02d", rack/racksPerBlk)
-				if err := h.env.AddNodes(ctx, n); err != nil {
-					errs <- err
+				if err := h.k8s.Create(ctx, n); err != nil {
+					errs <- fmt.Errorf("creating node %s: %w", n.Name, err)
 				}
 			}
 		})
@@ -263,13 +267,13 @@ func (h *harness) repository(i int) *taugridv1.TauRepository {
 	}
 }
 
-// forEachRepo calls f for every repository index, 16 at once.
+// forEachRepo calls f for every repository index, setupWorkers at once.
 func (h *harness) forEachRepo(f func(i int) error) error {
 	work := make(chan int)
 	var mu sync.Mutex
 	var first error
 	var wg sync.WaitGroup
-	for range 16 {
+	for range setupWorkers {
 		wg.Go(func() {
 			for i := range work {
 				if err := f(i); err != nil {

@@ -87,9 +87,16 @@ func workerClient(t *testing.T, f *controlplane.Fleet, name string) client.Clien
 // declares them.
 func dispatchTenant(t *testing.T, fl *controlplane.Fleet, f *runFixture, cqName string) {
 	t.Helper()
+	dispatchTenantTo(t, fl, f, cqName, fleetWorkers)
+}
+
+// dispatchTenantTo is dispatchTenant to the workers of quota, each giving
+// the tenant its GPUs.
+func dispatchTenantTo(t *testing.T, fl *controlplane.Fleet, f *runFixture, cqName string, quota map[string]int64) {
+	t.Helper()
 	ctx := context.Background()
 	var workers []string
-	for name := range fleetWorkers {
+	for name := range quota {
 		workers = append(workers, name)
 		// Shared by every fleet test: the first makes it.
 		if err := k8s.Create(ctx, clusters.Cluster(clusters.Worker{Name: name, Secret: controlplane.KubeconfigSecret(name)})); client.IgnoreAlreadyExists(err) != nil {
@@ -119,7 +126,7 @@ func dispatchTenant(t *testing.T, fl *controlplane.Fleet, f *runFixture, cqName 
 	if err := k8s.List(ctx, &priorities); err != nil {
 		t.Fatal(err)
 	}
-	for name, gpus := range fleetWorkers {
+	for name, gpus := range quota {
 		w := workerClient(t, fl, name)
 		wcq := orig.DeepCopy()
 		wcq.Spec.CohortName = ""

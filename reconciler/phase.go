@@ -27,6 +27,9 @@ type Observed struct {
 	// Cluster is the MultiKueue worker the attempt was dispatched to, whose
 	// pods and nodes these are; "" for the local cluster.
 	Cluster string
+	// WorkerErr is why the worker's pods could not be read: Pods and
+	// Nodes then say nothing.
+	WorkerErr error
 }
 
 // Progress is a run's phase as derived from the cluster, with a one-line

@@ -56,6 +56,8 @@ const (
 	AttemptRecordPreemption AttemptEnd = "RecordPreemption" // Kueue preempted it: record that on the attempt first, act once the record is read back
 	AttemptPreempted        AttemptEnd = "Preempted"        // recorded as preempted: end it as Preempted, retry per policy
 	AttemptDeleted          AttemptEnd = "Deleted"          // its Job or RayJob is gone and nothing recorded says why
+	AttemptRecordWorkerLoss AttemptEnd = "RecordWorkerLoss" // MultiKueue took it off its worker: record that first, act once the record is read back
+	AttemptWorkerLost       AttemptEnd = "WorkerLost"       // recorded as having lost its worker: end it as WorkerLost, retry per policy
 )
 
 // AttemptView is what one reconcile knows of the current attempt.
@@ -68,6 +70,12 @@ type AttemptView struct {
 	Workload *kueue.Workload
 	// Succeeded: the Job or RayJob reports success.
 	Succeeded bool
+	// WorkerLossRecorded: the attempt is recorded as having lost the
+	// worker cluster it was dispatched to.
+	WorkerLossRecorded bool
+	// LostWorker is the worker the Workload shows the attempt was taken
+	// off (lostWorker), "" if none.
+	LostWorker string
 }
 
 // DecideAttemptEnd decides from recorded facts first and from the cluster
@@ -83,8 +91,12 @@ func DecideAttemptEnd(v AttemptView) AttemptEnd {
 		return AttemptGoesOn
 	case v.Recorded != nil:
 		return AttemptPreempted
+	case v.WorkerLossRecorded:
+		return AttemptWorkerLost
 	case preemptionOf(v.Workload, time.Time{}) != nil:
 		return AttemptRecordPreemption
+	case v.LostWorker != "":
+		return AttemptRecordWorkerLoss
 	case v.Gone:
 		return AttemptDeleted
 	}
@@ -107,9 +119,14 @@ func (r *RunReconciler) attemptEnd(ctx context.Context, run *taugridv1.TauRun, o
 		}
 		obs.Workload = wl
 	}
-	end := DecideAttemptEnd(AttemptView{Recorded: a.Preemption, Gone: gone, Workload: obs.Workload, Succeeded: succeeded})
-	if end == AttemptRecordPreemption {
+	lost := lostWorker(run, obs.Workload)
+	end := DecideAttemptEnd(AttemptView{Recorded: a.Preemption, Gone: gone, Workload: obs.Workload, Succeeded: succeeded,
+		WorkerLossRecorded: workerLossRecorded(a), LostWorker: lost})
+	switch end {
+	case AttemptRecordPreemption:
 		a.Preemption = preemptionOf(obs.Workload, r.Clock.Now())
+	case AttemptRecordWorkerLoss:
+		recordWorkerLoss(run, lost, obs.WorkerErr)
 	}
 	return end, nil
 }

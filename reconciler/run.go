@@ -401,12 +401,12 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if end == AttemptRecordPreemption {
+	if end == AttemptRecordPreemption || end == AttemptRecordWorkerLoss {
 		// The record first: deleting anything before it is stored would
 		// leave the next look only a missing job to go by.
 		return reconcile.Result{RequeueAfter: recordSettle}, nil
 	}
-	if end == AttemptPreempted || end == AttemptDeleted {
+	if end == AttemptPreempted || end == AttemptDeleted || end == AttemptWorkerLost {
 		if stale, err := r.staleRun(ctx, run); err != nil || stale {
 			return reconcile.Result{RequeueAfter: recordSettle}, err
 		}
@@ -418,7 +418,10 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 	// A preempted attempt is over: Kueue would requeue the same Job and
 	// start it from scratch. TauGrid ends it instead, and the retry policy
 	// decides whether a new attempt resumes from its checkpoint.
-	preempted := end == AttemptPreempted
+	if end == AttemptGoesOn && obs.WorkerErr != nil && !p.Phase.Final() {
+		return r.workerUnreachable(run, obs)
+	}
+	preempted := end == AttemptPreempted || end == AttemptWorkerLost
 	if preempted {
 		p.Phase = taugridv1.PhaseFailed
 	}
@@ -548,6 +551,10 @@ func (r *RunReconciler) reconcileRetry(ctx context.Context, run *taugridv1.TauRu
 // classify names the failed attempt's class in its status record and
 // returns the run's message, "failed (Class): reason".
 func (r *RunReconciler) classify(ctx context.Context, run *taugridv1.TauRun, obs Observed, notStarted bool) (FailureClass, string, error) {
+	if n := len(run.Status.Attempts); n > 0 && workerLossRecorded(&run.Status.Attempts[n-1]) {
+		class, msg := endWorkerLost(run, r.Clock.Now())
+		return class, msg, nil
+	}
 	var pods corev1.PodList
 	attempt := strconv.Itoa(len(run.Status.Attempts))
 	podReader, err := r.podReader(ctx, dispatchedTo(run, obs.Workload))
@@ -663,25 +670,39 @@ func (r *RunReconciler) observe(ctx context.Context, run *taugridv1.TauRun) (Obs
 	// held run of a 1,000-node cluster copies no node. A dispatched
 	// attempt's are its worker's.
 	obs.Cluster = dispatchedTo(run, obs.Workload)
+	if lost := lostWorker(run, obs.Workload); lost != "" {
+		obs.Cluster = lost // where the attempt's pods were
+	}
+	err := r.observePods(ctx, run, &obs)
+	if obs.Cluster != "" && err != nil {
+		obs.WorkerErr = err // one worker's outage is that run's alone
+		return obs, nil
+	}
+	return obs, err
+}
+
+// observePods reads the attempt's pods, and the nodes when a pod is
+// unschedulable, from the cluster it runs on.
+func (r *RunReconciler) observePods(ctx context.Context, run *taugridv1.TauRun, obs *Observed) error {
 	podReader, err := r.podReader(ctx, obs.Cluster)
 	if err != nil {
-		return obs, err
+		return err
 	}
 	var pods corev1.PodList
 	attempt := strconv.Itoa(len(run.Status.Attempts))
 	if err := podReader.List(ctx, &pods, client.InNamespace(run.Namespace), client.MatchingLabels{render.LabelRun: run.Name, render.LabelAttempt: attempt},
 		client.UnsafeDisableDeepCopy); err != nil {
-		return obs, err
+		return err
 	}
 	obs.Pods = pods.Items
 	if slices.ContainsFunc(obs.Pods, func(p corev1.Pod) bool { return unscheduled(&p) != nil }) {
 		var nodes corev1.NodeList
 		if err := podReader.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
-			return obs, err
+			return err
 		}
 		obs.Nodes = nodes.Items
 	}
-	return obs, nil
+	return nil
 }
 
 // reconcileCancel deletes the workload and reports Cancelled once its pods

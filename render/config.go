@@ -131,7 +131,7 @@ type Resilience struct {
 	// MaxRetries is how many times a failed run is tried again.
 	MaxRetries int `json:"max_retries,omitempty" jsonschema:"minimum=0,maximum=100"`
 	// RetryOn lists the failure classes that are retried.
-	RetryOn []string `json:"retry_on,omitempty" jsonschema:"enum=Preempted,enum=NodeLost,enum=GPUFault,enum=Infrastructure,enum=OOMKilled,enum=ImagePull,enum=Timeout,enum=UserError"`
+	RetryOn []string `json:"retry_on,omitempty" jsonschema:"enum=Preempted,enum=NodeLost,enum=WorkerLost,enum=GPUFault,enum=Infrastructure,enum=OOMKilled,enum=ImagePull,enum=Timeout,enum=UserError"`
 	// Backoff is the wait before a retry, doubling from Initial up to Max.
 	Backoff Backoff `json:"backoff,omitzero"`
 	// TerminationGrace is how long pods get after SIGTERM (preemption,
@@ -159,7 +159,7 @@ type RunLimits struct {
 }
 
 // FailureClasses are the values resilience.retry_on accepts.
-var FailureClasses = []string{"Preempted", "NodeLost", "GPUFault", "Infrastructure", "OOMKilled", "ImagePull", "Timeout", "UserError"}
+var FailureClasses = []string{"Preempted", "NodeLost", "WorkerLost", "GPUFault", "Infrastructure", "OOMKilled", "ImagePull", "Timeout", "UserError"}
 
 // Duration is a time span written as a Go duration string ("90s", "12h").
 type Duration struct{ time.Duration }

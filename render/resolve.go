@@ -111,7 +111,7 @@ type RetryPolicy struct {
 
 // DefaultRetryOn are the classes retried when tau.yaml names none: the
 // platform's faults, never the researcher's.
-var DefaultRetryOn = []string{"Preempted", "NodeLost", "GPUFault", "Infrastructure"}
+var DefaultRetryOn = []string{"Preempted", "NodeLost", "WorkerLost", "GPUFault", "Infrastructure"}
 
 // Backoff is the wait before retry number n (1-based): doubling from
 // Initial, capped at Max.

@@ -330,7 +330,11 @@ func (a *RunsAPI) logs(w http.ResponseWriter, r *http.Request, ns string) {
 	defer rc.Close()
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("X-Tau-Pod", pod.Name)
-	_ = runs.CopyMasked(streamResponse(w), rc, mask)
+	out := streamResponse(w)
+	if opts.Follow {
+		out.Flush() // the answer starts now, not with the pod's next line
+	}
+	_ = runs.CopyMasked(out, rc, mask)
 }
 
 // followSlot takes one of the request's token's follows, or answers 429.

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -236,10 +237,17 @@ func (a *apiSource) Nudge(ctx context.Context, repoURL string) error {
 // kubeSource reads runs with the user's kubeconfig.
 type kubeSource struct {
 	c   client.Client
-	cs  kubernetes.Interface
+	cs  kubernetes.Interface // no timeout: log streams last as long as they are followed
 	ns  string
 	cfg string
+
+	rules   *clientcmd.ClientConfigLoadingRules // where the kubeconfig was read, for workers' contexts
+	timeout time.Duration                       // of each non-streaming request
 }
+
+// requestTimeout bounds each request tau makes with a kubeconfig, log
+// streams excepted.
+const requestTimeout = 30 * time.Second
 
 func kubeSourceFor(kubeconfig, ns string) (*kubeSource, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
@@ -256,22 +264,23 @@ func kubeSourceFor(kubeconfig, ns string) (*kubeSource, error) {
 			return nil, usageError{err}
 		}
 	}
-	cfg.Timeout = 30 * time.Second
 	s := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, taugridv1.AddToScheme, kueue.AddToScheme} {
 		if err := add(s); err != nil {
 			return nil, err
 		}
 	}
-	c, err := client.New(cfg, client.Options{Scheme: s})
-	if err != nil {
-		return nil, unreachableError{fmt.Errorf("cannot reach the cluster: %w", err)}
-	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &kubeSource{c: c, cs: cs, ns: ns, cfg: cfg.Host}, nil
+	reads := rest.CopyConfig(cfg)
+	reads.Timeout = requestTimeout
+	c, err := client.New(reads, client.Options{Scheme: s})
+	if err != nil {
+		return nil, unreachableError{fmt.Errorf("cannot reach the cluster: %w", err)}
+	}
+	return &kubeSource{c: c, cs: cs, ns: ns, cfg: cfg.Host, rules: rules, timeout: requestTimeout}, nil
 }
 
 func (k *kubeSource) Namespace() string { return k.ns }
@@ -308,7 +317,11 @@ func (k *kubeSource) Diagnose(ctx context.Context, id string) (*runs.Diagnosis, 
 	if err != nil {
 		return nil, err
 	}
-	d, err := runs.Diagnose(ctx, k.c, runs.PodLogs{Pods: k.cs.CoreV1()}, run)
+	rd, logs, err := k.podsOf(run)
+	if err != nil {
+		return nil, err
+	}
+	d, err := runs.Diagnose(ctx, rd, logs, run)
 	return d, k.wrap(err)
 }
 
@@ -322,7 +335,11 @@ func (k *kubeSource) Logs(ctx context.Context, id string, follow bool, tail int6
 	if err != nil {
 		return err
 	}
-	pod, err := runs.AttemptPod(ctx, k.c, run)
+	rd, logs, err := k.podsOf(run)
+	if err != nil {
+		return err
+	}
+	pod, err := runs.AttemptPod(ctx, rd, run)
 	if err != nil {
 		return k.wrap(err)
 	}
@@ -333,7 +350,7 @@ func (k *kubeSource) Logs(ctx context.Context, id string, follow bool, tail int6
 	if tail >= 0 {
 		opts.TailLines = &tail
 	}
-	rc, err := (runs.PodLogs{Pods: k.cs.CoreV1()}).Logs(ctx, k.ns, pod.Name, opts)
+	rc, err := logs.Logs(ctx, k.ns, pod.Name, opts)
 	if err != nil {
 		return k.wrap(err)
 	}

@@ -39,6 +39,7 @@ controller:
   nodeSelector: {node-role.kubernetes.io/control-plane: ""}
   tolerations: [{key: dedicated, operator: Equal, value: platform, effect: NoSchedule}]
   podAnnotations: {example.com/team: platform}
+  multiKueueNamespace: kueue-system
   extraArgs: ["--kube-api-qps=50"]
 fetchImage: {tag: v0.2.0}
 nodeAgent:
@@ -138,6 +139,9 @@ func TestTheDefaultControllerIsLeaderElectedProbedAndLockedDown(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("controller Deployment (-want +got):\n%s", diff)
+	}
+	if a := arg(c.Args, "--multikueue-namespace"); a != "" {
+		t.Errorf("one cluster by default, yet --multikueue-namespace=%s", a)
 	}
 	if port := containerPort(c.Ports, "health"); port != 8081 {
 		t.Errorf("health port %d, want 8081", port)
@@ -284,6 +288,7 @@ func TestOptionsRenderWhatTheySay(t *testing.T) {
 		"cache":        volumeKind(d.Spec.Template.Spec.Volumes, "cache"),
 		"s3 secret":    secretEnv(c.Env, "AWS_SECRET_ACCESS_KEY"),
 		"log level":    arg(c.Args, "--zap-log-level"),
+		"multikueue":   arg(c.Args, "--multikueue-namespace"),
 		"ingress":      kindNames(r, "Ingress"),
 		"monitors":     kindNames(r, "ServiceMonitor"),
 		"rules":        kindNames(r, "PrometheusRule"),
@@ -295,7 +300,7 @@ func TestOptionsRenderWhatTheySay(t *testing.T) {
 	want := map[string]string{
 		"image":       "ghcr.io/taugrid/tau-controller@sha256:" + strings.Repeat("a", 64),
 		"fetch-image": "ghcr.io/taugrid/tau:v0.2.0", "evidence": ":8090", "cache": "pvc:tau-controller-cache",
-		"s3 secret": "evidence-s3/secret-access-key", "log level": "debug",
+		"s3 secret": "evidence-s3/secret-access-key", "log level": "debug", "multikueue": "kueue-system",
 		"ingress": "tau-controller", "monitors": "tau-controller,tau-nodeagent", "rules": "taugrid",
 		"dashboards": "taugrid-dashboard-gpu-health,taugrid-dashboard-gpu-utilization,taugrid-dashboard-kueue,taugrid-dashboard-queues,taugrid-dashboard-ray,taugrid-dashboard-runs",
 		"platform":   "platform", "pvcs": "tau-controller-cache", "agent driver": "ghcr.io/taugrid/tau-nodeagent:v0.1.1",

@@ -84,6 +84,10 @@ func TestTheSchemaRefusesBadValuesNamingTheKey(t *testing.T) {
 			values: "controller: {replicas: 2, leaderElect: false}",
 			want:   []string{"at '/controller/leaderElect'", "value must be true"},
 		},
+		"a MultiKueue namespace that is no namespace name": {
+			values: "controller: {multiKueueNamespace: Kueue_System}",
+			want:   []string{"at '/controller/multiKueueNamespace'", "does not match pattern"},
+		},
 		"a log level zap does not know": {
 			values: "controller: {logLevel: verbose}",
 			want:   []string{"at '/controller/logLevel'", "value must be one of 'debug', 'info', 'error'"},

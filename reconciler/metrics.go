@@ -75,7 +75,10 @@ func (c *RunCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), runCollectorListDeadline)
 	defer cancel()
 	var runs taugridv1.TauRunList
-	if err := c.Client.List(ctx, &runs); err != nil {
+	// The summary only reads the runs: the cache's own copies serve, and a
+	// scrape at 10,000 runs no longer copies every one (14% of the
+	// controller's CPU in the scale profile).
+	if err := c.Client.List(ctx, &runs, client.UnsafeDisableDeepCopy); err != nil {
 		c.Log.Error(err, "listing TauRuns for metrics")
 		return
 	}

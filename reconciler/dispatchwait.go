@@ -14,11 +14,14 @@ import (
 // which MultiKueue's own needs already.)
 
 // explainDispatched tells a queued run that the manager dispatched, and
-// no worker admitted yet, in the workers' words (runs.ExplainDispatched):
-// one read per nominated worker, none for a run that waits for anything
-// else or on a single cluster.
+// no worker admitted yet, in the workers' words (runs.ExplainDispatched).
+// Only such a look reads a worker that may never run the run: one Get of
+// its copy of the Workload per nominated worker. None for a run that
+// waits for anything else, that a worker took already (the manager only
+// has to mark the check ready), or on a single cluster.
 func (r *RunReconciler) explainDispatched(ctx context.Context, wl *kueue.Workload, ex runs.Explanation) runs.Explanation {
-	if r.Clusters == nil || ex.Kind != runs.WaitAdmissionChecks || wl == nil || len(wl.Status.NominatedClusterNames) == 0 {
+	if r.Clusters == nil || ex.Kind != runs.WaitAdmissionChecks || wl == nil ||
+		len(wl.Status.NominatedClusterNames) == 0 || wl.Status.ClusterName != nil && *wl.Status.ClusterName != "" {
 		return ex
 	}
 	waits := runs.ReadWorkerWaits(ctx, wl, func(ctx context.Context, cluster string) (client.Reader, error) {

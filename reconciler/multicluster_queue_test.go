@@ -8,6 +8,10 @@ import (
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/runs"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
 
 // A run the manager dispatched and no worker admits waits in the workers'
@@ -31,10 +35,28 @@ func TestADispatchedRunWaitsInTheWorkersWords(t *testing.T) {
 			logDispatch(t, f.ns, k8s)
 		}
 	})
-	waitFor(t, 90*time.Second, "the dispatched run to wait in the workers' words", func() bool {
+	waitFor(t, 90*time.Second, "the manager to make the run's Workload", func() bool {
 		run = getRun(t, f.ns, run.Name)
-		return strings.Contains(run.Status.Message, "dispatched, not yet admitted by a worker") &&
-			run.Status.Workload != nil && strings.Contains(run.Status.Workload.Reason, "Worker small:")
+		return run.Status.Workload != nil && run.Status.Workload.Workload != ""
+	})
+	// Each worker explains only once its copy exists and its Kueue has
+	// tried it: wait for both, not for the first to answer.
+	key := client.ObjectKey{Namespace: f.ns, Name: run.Status.Workload.Workload}
+	for _, name := range []string{"large", "small"} {
+		w := workerClient(t, fl, name)
+		waitFor(t, 90*time.Second, "worker "+name+"'s Kueue to find no room for its copy of the Workload", func() bool {
+			var wl kueue.Workload
+			if w.Get(context.Background(), key, &wl) != nil {
+				return false
+			}
+			c := apimeta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadQuotaReserved)
+			return c != nil && c.Status == metav1.ConditionFalse && c.Message != ""
+		})
+	}
+	waitFor(t, 90*time.Second, "the dispatched run to wait in both workers' words", func() bool {
+		run = getRun(t, f.ns, run.Name)
+		return strings.Contains(run.Status.Message, "dispatched, not yet admitted by a worker") && run.Status.Workload != nil &&
+			strings.Contains(run.Status.Workload.Reason, "Worker large: cannot run") && strings.Contains(run.Status.Workload.Reason, "Worker small: cannot run")
 	})
 	t.Logf("%s: %q\n%s", run.Status.Phase, run.Status.Message, run.Status.Workload.Reason)
 	if run.Status.Phase != taugridv1.PhaseQueued {

@@ -1,11 +1,15 @@
 package runs
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
 
@@ -49,5 +53,57 @@ func TestADispatchedWaitIsToldInTheWorkersWords(t *testing.T) {
 	}
 	if again := ExplainDispatched(checks, nil); again != checks {
 		t.Errorf("a wait with no worker to ask became %+v", again)
+	}
+}
+
+// gets is a worker's reader that counts its Gets.
+type gets struct {
+	client.Reader
+	n int
+}
+
+func (g *gets) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	g.n++
+	return g.Reader.Get(ctx, key, obj, opts...)
+}
+
+// The copies of a dispatched workload are read in the workers it was
+// nominated to, in name order, with one Get each and nothing else: a
+// worker with no copy has none, one that cannot be reached says why, and
+// a workload nominated nowhere reads no worker.
+func TestTheWorkersCopiesAreReadOnceEach(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := kueue.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	wl := pendingCopy("")
+	wl.Status.NominatedClusterNames = []string{"west", "north", "east"}
+	readers := map[string]*gets{
+		"east":  {Reader: fake.NewClientBuilder().WithScheme(scheme).WithObjects(pendingCopy("no room")).Build()},
+		"north": {Reader: fake.NewClientBuilder().WithScheme(scheme).Build()},
+	}
+	var asked []string
+	worker := func(_ context.Context, cluster string) (client.Reader, error) {
+		asked = append(asked, cluster)
+		if r := readers[cluster]; r != nil {
+			return r, nil
+		}
+		return nil, errors.New("worker cluster west: its kubeconfig Secret west-kubeconfig: not found")
+	}
+	waits := ReadWorkerWaits(context.Background(), wl, worker)
+	if got := strings.Join(asked, ","); got != "east,north,west" {
+		t.Errorf("the workers were asked in the order %s, want east,north,west", got)
+	}
+	for name, r := range readers {
+		if r.n != 1 {
+			t.Errorf("worker %s was read %d times, want once", name, r.n)
+		}
+	}
+	if len(waits) != 3 || waits[0].Workload == nil || waits[0].Err != nil || waits[1].Workload != nil || waits[1].Err != nil || waits[2].Err == nil {
+		t.Errorf("the waits are %+v; want east's copy, none in north, west's error", waits)
+	}
+	asked = nil
+	if waits := ReadWorkerWaits(context.Background(), pendingCopy(""), worker); len(waits) != 0 || len(asked) != 0 {
+		t.Errorf("a workload nominated nowhere read %v: %+v", asked, waits)
 	}
 }

@@ -23,6 +23,7 @@ func TestADispatchedRunWaitsInTheWorkersWords(t *testing.T) {
 	f := newRunFixture(t, "mc3")
 	dispatchTenant(t, fl, f, "mc3-a")
 	create(t, k8s, tenantPVC(f.ns))
+	endAttemptsLeft(t, f.ns) // the run never fits: its Job goes, and MultiKueue's copies with it
 	m := startManagerWith(t, withWorkers)
 	defer m.stop()
 
@@ -34,6 +35,7 @@ func TestADispatchedRunWaitsInTheWorkersWords(t *testing.T) {
 			t.Logf("the run: %s %q, workload %+v", run.Status.Phase, run.Status.Message, run.Status.Workload)
 			logDispatch(t, f.ns, k8s)
 		}
+		_ = k8s.Delete(context.Background(), run) // no later manager of the shared fleet resubmits it
 	})
 	waitFor(t, 90*time.Second, "the manager to make the run's Workload", func() bool {
 		run = getRun(t, f.ns, run.Name)

@@ -434,7 +434,7 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 		if obs.Workload != nil {
 			queue = r.queueState(ctx, obs.Workload)
 		}
-		ex := runs.ExplainWait(obs.Workload, queue)
+		ex := r.explainDispatched(ctx, obs.Workload, runs.ExplainWait(obs.Workload, queue))
 		wait, p.Message = &ex, ex.Short
 		if done, after, err := r.queueDeadlines(ctx, run, ex); done || err != nil {
 			return reconcile.Result{}, err

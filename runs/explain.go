@@ -24,6 +24,7 @@ const (
 	WaitQuota           WaitKind = "Quota"           // not enough unused quota now
 	WaitPreemption      WaitKind = "Preempting"      // lower-priority workloads are being preempted for it
 	WaitAdmissionChecks WaitKind = "AdmissionChecks" // quota reserved, admission checks pending
+	WaitDispatched      WaitKind = "Dispatched"      // quota reserved in the manager, no worker has admitted it yet
 	WaitStopped         WaitKind = "QueueStopped"    // the platform stopped the queue
 	WaitInfeasible      WaitKind = "Infeasible"      // can never be admitted as asked
 	WaitPlacement       WaitKind = "Placement"       // quota free, but no domain of the topology has room as asked now

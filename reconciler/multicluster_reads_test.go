@@ -290,6 +290,7 @@ func TestADispatchedRunsClassAndEvidenceAreReadFromItsWorker(t *testing.T) {
 		return apierrors.IsNotFound(large.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{})) &&
 			large.List(ctx, &pods, client.InNamespace(f.ns), attempt1) == nil && len(pods.Items) == 0
 	})
+	t.Logf("writes to the worker to attempt 1's seal, attempt 2's included: %.0f", m.clusters.(*clusters.Workers).Metrics.Writes("large"))
 	eventsFromBoth(t, rec, large, pod)
 	noneOfIn(t, st.Root, append([]string{hfToken, workerHFToken}, kubeconfigSecrets(t, "large")...))
 	raw, _ := json.Marshal(run)

@@ -19,8 +19,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "taugrid_worker_requests_total",
-			Help: "Requests to MultiKueue worker clusters' API servers, by cluster and response code.",
-		}, []string{"cluster", "code"}),
+			Help: "Requests to MultiKueue worker clusters' API servers, by cluster, HTTP method and response code.",
+		}, []string{"cluster", "code", "method"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "taugrid_worker_request_duration_seconds",
 			Help:    "Time to the response headers of requests to worker clusters' API servers.",
@@ -50,6 +50,17 @@ func (m *Metrics) wrap(cluster string) func(http.RoundTripper) http.RoundTripper
 // Requests is how many requests went to cluster so far, whatever their
 // response.
 func (m *Metrics) Requests(cluster string) float64 {
+	return m.sum(cluster, func(string) bool { return true })
+}
+
+// Writes is how many of those wrote (any method but GET), whatever their
+// response.
+func (m *Metrics) Writes(cluster string) float64 {
+	return m.sum(cluster, func(method string) bool { return method != "get" })
+}
+
+// sum adds up the requests to cluster whose method counts.
+func (m *Metrics) sum(cluster string, counts func(method string) bool) float64 {
 	ch := make(chan prometheus.Metric, 64)
 	go func() { m.requests.Collect(ch); close(ch) }()
 	var total float64
@@ -58,10 +69,12 @@ func (m *Metrics) Requests(cluster string) float64 {
 		if metric.Write(&pb) != nil {
 			continue
 		}
-		for _, l := range pb.GetLabel() {
-			if l.GetName() == "cluster" && l.GetValue() == cluster {
-				total += pb.GetCounter().GetValue()
-			}
+		l := map[string]string{}
+		for _, p := range pb.GetLabel() {
+			l[p.GetName()] = p.GetValue()
+		}
+		if l["cluster"] == cluster && counts(l["method"]) {
+			total += pb.GetCounter().GetValue()
 		}
 	}
 	return total

@@ -129,6 +129,12 @@ func (e *EvidenceRecorder) seal(ctx context.Context, run *taugridv1.TauRun, atte
 		sctx, cancel := context.WithTimeout(ctx, sealTimeout)
 		digest, err := e.sealAttempt(sctx, run, n)
 		cancel()
+		if digest != "" || err != nil {
+			// Stored, or not storable now: either way the worker's Job is
+			// let go (a retry while the store is down records what is
+			// left). Sealed before, it was let go then.
+			e.releaseOnWorker(ctx, run, n)
+		}
 		if e.Metrics != nil {
 			e.Metrics.Seconds.Observe(e.Clock.Since(start).Seconds())
 		}

@@ -135,7 +135,12 @@ func (j *Janitor) Sweep(ctx context.Context) ([]Finding, error) {
 	}
 	found = append(found, pods...)
 	held, err := j.endedRunPods(ctx, now)
-	return append(found, held...), err
+	found = append(found, held...)
+	if err != nil {
+		return found, err
+	}
+	holds, err := j.staleHolds(ctx)
+	return append(found, holds...), err
 }
 
 // checkWorkload decides whether a Workload's reservation is held for

@@ -69,12 +69,18 @@ func startManagerWith(t testing.TB, adjust func(ctrl.Manager, *RunReconciler)) *
 	if adjust != nil {
 		adjust(mgr, runs)
 	}
-	for _, r := range []interface{ SetupWithManager(ctrl.Manager) error }{
+	steps := []interface{ SetupWithManager(ctrl.Manager) error }{
 		&PlatformReconciler{Client: c, Git: gitClient, Policies: policies, Clock: clk, Recorder: events.NewFakeRecorder(1000)},
 		&RepositoryReconciler{Client: c, Git: gitClient, Policies: policies, Clock: clk, Recorder: events.NewFakeRecorder(1000)},
 		runs,
 		&ForgeReconciler{Client: c, Clock: clk, Recorder: events.NewFakeRecorder(1000)},
-	} {
+	}
+	if runs.Evidence != nil {
+		// As cmd/tau-controller: the run reconciler marks ended attempts,
+		// the evidence controller seals them.
+		steps = append(steps, runs.Evidence)
+	}
+	for _, r := range steps {
 		if err := r.SetupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}

@@ -218,7 +218,7 @@ func TestADispatchedRunsClassAndEvidenceAreReadFromItsWorker(t *testing.T) {
 	fl := onFleet(t)
 	ctx := context.Background()
 	f := newRunFixture(t, "mr1")
-	endAttemptsLeft(t, f.ns)
+	endAttemptsLeft(t, fl, f.ns)
 	dispatchTenant(t, fl, f, "mr1-a")
 	large := workerClient(t, fl, "large")
 	create(t, k8s, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hf", Namespace: f.ns}, StringData: map[string]string{"token": hfToken}})
@@ -241,10 +241,14 @@ func TestADispatchedRunsClassAndEvidenceAreReadFromItsWorker(t *testing.T) {
 	if pod.Spec.NodeName != kubelet.Node {
 		t.Fatalf("the run's pod is on node %s, want %s", pod.Spec.NodeName, kubelet.Node)
 	}
-	// MultiKueue removes the worker's Job and pods as soon as the
-	// manager's Workload finishes; a finalizer keeps this pod (as a slow
-	// kubelet would), so its log is still there to read.
-	holdPod(t, large, pod)
+	// MultiKueue deletes the worker's Job as soon as the manager's
+	// Workload finishes; the run reconciler holds it (and so its pods)
+	// until the bundle is sealed.
+	job := &batchv1.Job{}
+	waitFor(t, 30*time.Second, "the worker's Job to be held for the evidence", func() bool {
+		err := large.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: pod.Labels["job-name"]}, job)
+		return err == nil && slices.Contains(job.Finalizers, taugridv1.FinalizerEvidence)
+	})
 	kubelet.Write(f.ns, pod.Name, pod.Spec.Containers[0].Name, "step 1\nHF_TOKEN="+workerHFToken+" and "+hfToken+"\nCUDA error: an illegal memory access was encountered\n")
 	startPodOn(t, large, pod)
 	waitFor(t, 60*time.Second, "the run to run, as its pod on the worker shows", func() bool {
@@ -274,9 +278,19 @@ func TestADispatchedRunsClassAndEvidenceAreReadFromItsWorker(t *testing.T) {
 		rec.Nodes[0].GPUHealthyAtStart != "True (turned False during the attempt)" {
 		t.Errorf("the bundle's nodes: %+v; want %s, GPUs healthy at the start and not at the end", rec.Nodes, kubelet.Node)
 	}
-	if len(rec.Logs) == 0 || rec.Logs[0].Error != "" || rec.Logs[0].Bytes == 0 {
-		t.Errorf("the bundle's log tails: %+v; want the container's, read from the worker", rec.Logs)
+	if len(rec.Logs) == 0 || rec.Logs[0].Error != "" || rec.Logs[0].Bytes == 0 || rec.Logs[0].Pod != pod.Name {
+		t.Fatalf("the bundle's log tails: %+v; want the container's, read from the worker", rec.Logs)
 	}
+	if tail := artifactOf(t, st, key, rec.Logs[0].Artifact); !strings.Contains(tail, "CUDA error: an illegal memory access") {
+		t.Errorf("the bundle's log tail of %s: %q; want the worker pod's last lines", pod.Name, tail)
+	}
+	attempt1 := client.MatchingLabels{render.LabelRun: run.Name, render.LabelAttempt: "1"}
+	waitFor(t, 30*time.Second, "the sealed attempt's Job and pods to go from the worker", func() bool {
+		var pods corev1.PodList
+		return apierrors.IsNotFound(large.Get(ctx, client.ObjectKeyFromObject(job), &batchv1.Job{})) &&
+			large.List(ctx, &pods, client.InNamespace(f.ns), attempt1) == nil && len(pods.Items) == 0
+	})
+	t.Logf("writes to the worker to attempt 1's seal, attempt 2's included: %.0f", m.clusters.(*clusters.Workers).Metrics.Writes("large"))
 	eventsFromBoth(t, rec, large, pod)
 	noneOfIn(t, st.Root, append([]string{hfToken, workerHFToken}, kubeconfigSecrets(t, "large")...))
 	raw, _ := json.Marshal(run)
@@ -287,36 +301,45 @@ func TestADispatchedRunsClassAndEvidenceAreReadFromItsWorker(t *testing.T) {
 	}
 }
 
-// holdPod keeps a worker's pod from going until the test ends.
-func holdPod(t *testing.T, w client.Client, p *corev1.Pod) {
+// artifactOf reads the named artifact of a sealed bundle.
+func artifactOf(t *testing.T, st *evidence.FileStore, key evidence.Key, name string) string {
 	t.Helper()
-	const finalizer = "test.taugrid.dev/hold"
-	edit := func(add bool) error {
-		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur := &corev1.Pod{}
-			if err := w.Get(context.Background(), client.ObjectKeyFromObject(p), cur); err != nil {
-				return client.IgnoreNotFound(err)
-			}
-			if add {
-				cur.Finalizers = append(cur.Finalizers, finalizer)
-			} else {
-				cur.Finalizers = slices.DeleteFunc(cur.Finalizers, func(f string) bool { return f == finalizer })
-			}
-			return w.Update(context.Background(), cur)
-		})
-	}
-	if err := edit(true); err != nil {
+	ctx := context.Background()
+	raw, err := st.Manifest(ctx, key)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = edit(false) })
+	m, _ := evidence.ParseManifest(raw)
+	for _, a := range m.Artifacts {
+		if a.Name == name {
+			data, err := st.Blob(ctx, a.SHA256)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(data)
+		}
+	}
+	t.Fatalf("the bundle has no artifact %s", name)
+	return ""
 }
 
 // endAttemptsLeft deletes, when the test ends, the Jobs its runs left in
 // the manager (a retry the test does not follow), so MultiKueue removes
 // them from the workers and their pods hold no node of a later test.
-func endAttemptsLeft(t *testing.T, ns string) {
+func endAttemptsLeft(t *testing.T, fl *controlplane.Fleet, ns string) {
 	t.Cleanup(func() {
-		_ = k8s.DeleteAllOf(context.Background(), &batchv1.Job{}, client.InNamespace(ns), client.PropagationPolicy(metav1.DeletePropagationBackground))
+		ctx := context.Background()
+		_ = k8s.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(ns), client.PropagationPolicy(metav1.DeletePropagationBackground))
+		// The manager is stopped: no evidence controller lets go of the
+		// attempts' Jobs it held on the workers.
+		for name := range fl.Workers {
+			w := workerClient(t, fl, name)
+			var jobs batchv1.JobList
+			_ = w.List(ctx, &jobs, client.InNamespace(ns))
+			for i := range jobs.Items {
+				_ = w.Patch(ctx, &jobs.Items[i], releasePatch)
+			}
+		}
 	})
 }
 
@@ -464,7 +487,7 @@ func TestADispatchedRunPendingPastItsStartDeadlineEndsOnItsWorkerToo(t *testing.
 	fl := onFleet(t)
 	ctx := context.Background()
 	f := newRunFixture(t, "mr2")
-	endAttemptsLeft(t, f.ns)
+	endAttemptsLeft(t, fl, f.ns)
 	f.plat.repo.edit("limits.yaml", "ttl_after_finished: 24h\n", "ttl_after_finished: 24h\nstart_deadline: 5s\n")
 	f.plat.repo.commit("a short start deadline")
 	f.plat.reconcile(t)

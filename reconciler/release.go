@@ -28,6 +28,7 @@ func (r *RunReconciler) releaseEnded(ctx context.Context, run *taugridv1.TauRun)
 	if len(ended) == 0 {
 		return nil
 	}
+	r.forgetHolds(run, ended)
 	if err := r.release(ctx, run, func(attempt int) bool { return slices.Contains(ended, attempt) }); err != nil {
 		return err
 	}

@@ -98,6 +98,7 @@ type RunReconciler struct {
 	GPUUsage GPUUsageSource
 
 	submitted *memo[types.UID, submission] // see cacheLagsSubmission
+	held      *memo[holdKey, struct{}]     // see holdOnWorker
 }
 
 // SourceArchiver builds a run's source archive and says where pods fetch it.
@@ -395,6 +396,7 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 	if err := r.fenceOnWorker(ctx, run, obs.Cluster); err != nil {
 		return reconcile.Result{}, err
 	}
+	r.holdOnWorker(ctx, run, obs.Cluster)
 	recordCluster(run, obs.Cluster)
 	p := Advance(run.Status.Phase, run.Status.Message, DeriveProgress(obs))
 	end, err := r.attemptEnd(ctx, run, &obs, gone, p.Phase == taugridv1.PhaseSucceeded)

@@ -53,3 +53,12 @@ const WebhookPathPrefix = "/hooks/"
 
 // ConditionGPUHealthy is the node condition tau-nodeagent owns.
 const ConditionGPUHealthy = "TauGPUHealthy"
+
+// FinalizerEvidence holds a dispatched attempt's Job on its MultiKueue
+// worker until the attempt's evidence bundle is sealed. MultiKueue deletes
+// the worker's Job (background propagation) as soon as the manager's
+// Workload finishes; the finalizer keeps the Job, and so its pods and
+// their logs, which the garbage collector deletes only once the Job is
+// gone. The evidence controller removes it once the bundle is stored (or
+// the store failed), the janitor when it outlives its run.
+const FinalizerEvidence = "taugrid.dev/evidence"

@@ -1,0 +1,202 @@
+package reconciler
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/clusters"
+	"github.com/taugrid/taugrid/render"
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+)
+
+// A dispatched attempt's Job is held on its worker (FinalizerEvidence)
+// from the run reconciler's first look at it until its bundle is sealed:
+// MultiKueue deletes the worker's Job with background propagation when the
+// manager's Workload finishes, so the Job's pods stay while it does. Only
+// batch Jobs are held; a RayJob's pods are its RayCluster's.
+
+// holdPatch adds FinalizerEvidence and releasePatch removes it: strategic
+// merge patches, which merge into metadata.finalizers (patchStrategy
+// merge) and leave every other finalizer alone. Both are idempotent; on a
+// Job that does not exist they fail NotFound and create nothing.
+var (
+	holdPatch    = client.RawPatch(types.StrategicMergePatchType, fmt.Appendf(nil, `{"metadata":{"finalizers":[%q]}}`, taugridv1.FinalizerEvidence))
+	releasePatch = client.RawPatch(types.StrategicMergePatchType, fmt.Appendf(nil, `{"metadata":{"$deleteFromPrimitiveList/finalizers":[%q]}}`, taugridv1.FinalizerEvidence))
+)
+
+// holdKey is one attempt of one run.
+type holdKey struct {
+	run     types.UID
+	attempt int
+}
+
+// holdOnWorker holds the current attempt's Job on the worker it was
+// dispatched to, once per attempt (a controller restart patches it once
+// more, which changes nothing). The worker's Job appears a moment after
+// the dispatch; until then, and while the worker cannot be reached, the
+// next look tries again. It never fails the run's reconcile: a run is
+// followed whether or not its evidence is held.
+func (r *RunReconciler) holdOnWorker(ctx context.Context, run *taugridv1.TauRun, cluster string) {
+	w := run.Status.Workload
+	n := len(run.Status.Attempts)
+	if cluster == "" || r.Clusters == nil || r.Evidence == nil || w == nil || w.Kind == "RayJob" || n == 0 || run.Status.Attempts[n-1].EndTime != nil {
+		return
+	}
+	key := holdKey{run: run.UID, attempt: n}
+	held := memoOf(&r.held)
+	if _, ok := held.get(key); ok {
+		return
+	}
+	switch err := patchWorkerJob(ctx, r.Clusters, cluster, run.Namespace, w.Name, holdPatch); {
+	case err == nil:
+		held.put(key, struct{}{})
+	case !apierrors.IsNotFound(err):
+		log.FromContext(ctx).Info("cannot hold the attempt's Job on its worker yet", "cluster", cluster, "job", w.Name, "error", err.Error())
+	}
+}
+
+// forgetHolds drops the entries of the run's ended attempts: the
+// evidence controller releases what they hold.
+func (r *RunReconciler) forgetHolds(run *taugridv1.TauRun, ended []int) {
+	held := memoOf(&r.held)
+	for _, n := range ended {
+		held.forget(holdKey{run: run.UID, attempt: n})
+	}
+}
+
+// releaseOnWorker lets go of attempt n's Job on its worker once its bundle
+// is stored (or the store failed: a hold must not wait on the store). A
+// worker that cannot be reached keeps the hold until the janitor's next
+// sweep; a Job already gone was never held or is released.
+func (e *EvidenceRecorder) releaseOnWorker(ctx context.Context, run *taugridv1.TauRun, n int) {
+	if e.Clusters == nil || n < 1 || n > len(run.Status.Attempts) {
+		return
+	}
+	a := run.Status.Attempts[n-1]
+	if a.Cluster == "" || a.Workload == "" {
+		return // a RayJob's name holds no Job there: NotFound, nothing held
+	}
+	if err := patchWorkerJob(ctx, e.Clusters, a.Cluster, run.Namespace, a.Workload, releasePatch); client.IgnoreNotFound(err) != nil {
+		log.FromContext(ctx).Info("cannot release the attempt's Job on its worker; the janitor will", "cluster", a.Cluster, "job", a.Workload, "error", err.Error())
+	}
+}
+
+// patchWorkerJob patches the Job namespace/name on worker cluster.
+func patchWorkerJob(ctx context.Context, workers clusters.Locator, cluster, namespace, name string, patch client.Patch) error {
+	p, err := workers.PodsOf(ctx, cluster)
+	if err != nil {
+		return err
+	}
+	if p.Client == nil {
+		return fmt.Errorf("worker cluster %s: no client to write with", cluster)
+	}
+	job := &batchv1.Job{}
+	job.Namespace, job.Name = namespace, name
+	if err := p.Client.Patch(ctx, job, patch); err != nil {
+		return fmt.Errorf("worker cluster %s: Job %s/%s: %w", cluster, namespace, name, err)
+	}
+	return nil
+}
+
+// ReasonStaleHold is the janitor's finding of a worker's Job held for an
+// attempt whose run is gone, or whose bundle is sealed.
+const ReasonStaleHold = "StaleEvidenceHold"
+
+// staleHolds releases, on every MultiKueue worker, the Jobs TauGrid holds
+// for evidence whose run is gone or no longer seals them (the evidence
+// controller let go and the worker missed it): a hold never outlives its
+// run. It releases in report mode too: the hold is TauGrid's own and
+// holds no quota. A worker that cannot be read is left for the next
+// sweep; the others are swept all the same.
+func (j *Janitor) staleHolds(ctx context.Context) ([]Finding, error) {
+	if j.Clusters == nil {
+		return nil, nil
+	}
+	var mkcs kueue.MultiKueueClusterList
+	switch err := j.Client.List(ctx, &mkcs); {
+	case meta.IsNoMatchError(err):
+		return nil, nil // no MultiKueue here
+	case err != nil:
+		return nil, err
+	}
+	var found []Finding
+	for _, mkc := range mkcs.Items {
+		f, err := j.staleHoldsOn(ctx, mkc.Name)
+		if err != nil {
+			j.Log.Info("cannot sweep the worker's evidence holds; leaving them for the next sweep", "cluster", mkc.Name, "error", err.Error())
+		}
+		found = append(found, f...)
+	}
+	return found, nil
+}
+
+// staleHoldsOn releases the stale holds of one worker.
+func (j *Janitor) staleHoldsOn(ctx context.Context, cluster string) ([]Finding, error) {
+	p, err := j.Clusters.PodsOf(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	if p.Client == nil {
+		return nil, fmt.Errorf("worker cluster %s: no client to write with", cluster)
+	}
+	var jobs batchv1.JobList
+	if err := p.Client.List(ctx, &jobs, client.MatchingLabels{render.LabelManagedBy: render.ManagedBy}); err != nil {
+		return nil, err
+	}
+	var found []Finding
+	for i := range jobs.Items {
+		job := &jobs.Items[i]
+		if !controllerutil.ContainsFinalizer(job, taugridv1.FinalizerEvidence) {
+			continue
+		}
+		why, err := j.holdIsStale(ctx, job)
+		if err != nil || why == "" {
+			if err != nil {
+				return found, err
+			}
+			continue
+		}
+		if err := p.Client.Patch(ctx, job, releasePatch); client.IgnoreNotFound(err) != nil {
+			return found, err
+		}
+		f := Finding{Reason: ReasonStaleHold, Object: "Job/" + job.Namespace + "/" + job.Name,
+			Message: fmt.Sprintf("held on worker cluster %s for evidence, yet %s", cluster, why)}
+		if j.Metrics != nil {
+			j.Metrics.WithLabelValues(f.Reason, "released").Inc()
+		}
+		j.Log.Info("janitor finding", "reason", f.Reason, "object", f.Object, "action", "released", "message", f.Message)
+		found = append(found, f)
+	}
+	return found, nil
+}
+
+// holdIsStale says why a worker's held Job is held for nothing, or "":
+// its run is gone (or is another run of the same name), or its attempt
+// ended and the run seals nothing any more.
+func (j *Janitor) holdIsStale(ctx context.Context, job *batchv1.Job) (string, error) {
+	run := &taugridv1.TauRun{}
+	switch err := j.Client.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: job.Labels[render.LabelRun]}, run); {
+	case apierrors.IsNotFound(err):
+		return "its run is gone", nil
+	case err != nil:
+		return "", err
+	}
+	n, err := strconv.Atoi(job.Labels[render.LabelAttempt])
+	if err != nil || n < 1 || n > len(run.Status.Attempts) || run.Status.Attempts[n-1].Workload != job.Name {
+		return "no attempt of its run is this Job", nil
+	}
+	if slices.Contains(endedAttempts(run), n) && !sealing(run) {
+		return fmt.Sprintf("attempt %d ended and its evidence is sealed", n), nil
+	}
+	return "", nil
+}

@@ -28,7 +28,7 @@ func TestDemo(t *testing.T) {
 // manager and two workers (three API servers, etcds and Kueues), the real
 // tau-controller and tau. A pushed run tag lands on the worker with free
 // GPUs; tau status names it, tau logs -f streams the pod's lines from it,
-// and the run succeeds. It starts three control planes (about 90 s on a
+// and the run succeeds. It starts three control planes (45 to 90 s on a
 // loaded machine), so it runs only when asked: TAU_DEMO_MULTICLUSTER=1
 // (make demo-multicluster runs the same).
 func TestDemoMulticluster(t *testing.T) {
@@ -36,7 +36,7 @@ func TestDemoMulticluster(t *testing.T) {
 		t.Skip("needs the control-plane binaries (make test sets TAU_TESTBIN)")
 	}
 	if os.Getenv("TAU_DEMO_MULTICLUSTER") != "1" {
-		t.Skip("starts three control planes (about 90 s); set TAU_DEMO_MULTICLUSTER=1 to run it")
+		t.Skip("starts three control planes (45 to 90 s); set TAU_DEMO_MULTICLUSTER=1 to run it")
 	}
 	ctrllog.SetLogger(logr.Discard())
 	if err := run(context.Background(), false, "multicluster"); err != nil {

@@ -395,7 +395,7 @@ func (d *demo) streamLogs(ctx context.Context, run string, pod *corev1.Pod) erro
 		err := d.poll(ctx, 30*time.Second, func() (bool, string, error) {
 			select {
 			case err := <-exited:
-				return false, "", fmt.Errorf("tau logs -f ended before streaming %q: %v; it printed %q", line, err, out.String())
+				return false, "", fmt.Errorf("tau logs -f ended before streaming %q: %w; it printed %q", line, err, out.String())
 			default:
 			}
 			return strings.Contains(out.String(), line), "", nil

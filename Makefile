@@ -137,6 +137,10 @@ demo: testbin ## End to end: local cluster, git server, controller; push a run t
 demo-recovery: testbin ## The demo, then a low-priority run preempted by a high-priority one and retried from its checkpoint
 	$(GO) run ./hack/demo --recovery
 
+.PHONY: demo-multicluster
+demo-multicluster: testbin ## A MultiKueue manager and two workers: a pushed run goes to the worker with free GPUs; tau logs -f streams it from there
+	$(GO) run ./hack/demo --multicluster
+
 .PHONY: demo-render
 demo-render: ## Offline: validate and render the example research repo under the example policy
 	@$(GO) run ./cmd/tau validate --dir examples/research --policy examples/platform --tenant team-a

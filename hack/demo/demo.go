@@ -22,6 +22,7 @@ import (
 	"github.com/taugrid/taugrid/hack/devcluster/cluster"
 	"github.com/taugrid/taugrid/test/controlplane"
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -32,7 +33,9 @@ type demo struct {
 	root     string
 	dir      string
 	cluster  *cluster.Cluster
+	fleet    *fleet // the multicluster mode's manager and workers, instead of cluster
 	k8s      client.Client
+	kubecfg  string // the kubeconfig of the cluster the controller runs in
 	gitURL   string
 	git      *http.Server
 	ctrl     *exec.Cmd
@@ -43,6 +46,11 @@ type demo struct {
 	gitEnv   []string
 	apiURL   string // the controller's runs API
 	tau      string // the tau binary
+	// platformFiles are written into the platform repo before its first
+	// commit (the multicluster mode's clusters.yaml), by path.
+	platformFiles map[string]string
+	platformEdits []edit   // and these edits of the example's files
+	ctrlArgs      []string // further tau-controller flags
 }
 
 // demoToken is team-a's API token in the demo; a real platform team issues
@@ -50,8 +58,9 @@ type demo struct {
 const demoToken = "demo-team-a-token"
 
 // run is the demo; mode "bench" measures the CLI afterwards, "recovery"
-// shows a preempted run retried from its checkpoint, and the default shows
-// a 2-node run placed in one rack.
+// shows a preempted run retried from its checkpoint, "multicluster" runs
+// a MultiKueue manager and two workers instead of the local cluster (see
+// multicluster.go), and the default shows a 2-node run placed in one rack.
 func run(ctx context.Context, keep bool, mode string) (err error) {
 	d := &demo{started: time.Now()}
 	if d.root, err = controlplane.RepoRoot(); err != nil {
@@ -74,11 +83,20 @@ func run(ctx context.Context, keep bool, mode string) (err error) {
 		{"installing TauGrid's CRDs and starting tau-controller", d.startController},
 		{"registering the platform repo (TauPlatform) and the research repo (TauRepository in team-a)", d.register},
 	}
+	if mode == "multicluster" {
+		steps = d.fleetSteps()
+	}
 	for _, s := range steps {
 		d.say("%s", s.say)
 		if err := s.do(ctx); err != nil {
 			return err
 		}
+	}
+	if mode == "multicluster" {
+		if err = d.multicluster(ctx); err == nil {
+			d.say("done: the run went to the worker with free GPUs and its log streamed from there through tau logs")
+		}
+		return err
 	}
 	if err := d.runOnce(ctx); err != nil {
 		return err
@@ -110,7 +128,7 @@ func (d *demo) startCluster(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.cluster = c
+	d.cluster, d.kubecfg = c, c.Kubeconfig()
 	if err := c.Up(ctx, indent(os.Stdout)); err != nil {
 		return err
 	}
@@ -137,6 +155,11 @@ func (d *demo) startGit(ctx context.Context) error {
 		work, err := d.push(repo.name, filepath.Join(d.root, repo.src), filepath.Join(root, repo.name+".git"))
 		if err != nil {
 			return err
+		}
+		if repo.name == "platform" {
+			if err := d.commitPlatformFiles(work); err != nil {
+				return err
+			}
 		}
 		if repo.name == "team-a/research" {
 			d.research = work
@@ -175,6 +198,32 @@ func (d *demo) push(name, src, bare string) (string, error) {
 	return work, nil
 }
 
+// commitPlatformFiles adds d.platformFiles to the platform repo's working
+// copy and pushes them.
+func (d *demo) commitPlatformFiles(work string) error {
+	if len(d.platformFiles) == 0 && len(d.platformEdits) == 0 {
+		return nil
+	}
+	if err := applyEdits(work, d.platformEdits); err != nil {
+		return err
+	}
+	for name, text := range d.platformFiles {
+		p := filepath.Join(work, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			return err
+		}
+	}
+	for _, args := range [][]string{{"-C", work, "add", "-A"}, {"-C", work, "commit", "--quiet", "-m", "the fleet's workers"}, {"-C", work, "push", "--quiet", "origin", "main"}} {
+		if _, err := gittest.Git(d.gitEnv, "", nil, args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // startController installs the CRDs and runs the real tau-controller binary
 // against the cluster.
 func (d *demo) startController(ctx context.Context) error {
@@ -189,6 +238,12 @@ func (d *demo) startController(ctx context.Context) error {
 	if err := controlplane.InstallCRDs(cfg, crds); err != nil {
 		return err
 	}
+	return d.launchController(ctx)
+}
+
+// launchController builds tau-controller and tau and runs the controller
+// against d.kubecfg, whose cluster has TauGrid's CRDs.
+func (d *demo) launchController(ctx context.Context) error {
 	bin := filepath.Join(d.dir, "tau-controller")
 	d.tau = filepath.Join(d.dir, "tau")
 	build := exec.CommandContext(ctx, "go", "build", "-o", d.dir+"/", "./cmd/tau-controller", "./cmd/tau")
@@ -205,8 +260,8 @@ func (d *demo) startController(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	d.ctrl = exec.Command(bin,
-		"--kubeconfig", d.cluster.Kubeconfig(),
+	d.ctrl = exec.Command(bin, append([]string{
+		"--kubeconfig", d.kubecfg,
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[0]),
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[1]),
 		"--webhook-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[2]),
@@ -217,7 +272,7 @@ func (d *demo) startController(ctx context.Context) error {
 		"--evidence-bind-address", fmt.Sprintf("127.0.0.1:%d", ports[5]),
 		"--evidence-url", fmt.Sprintf("http://127.0.0.1:%d", ports[5]),
 		"--evidence-dir", filepath.Join(d.dir, "evidence"),
-		"--namespace", "default")
+		"--namespace", "default"}, d.ctrlArgs...)...)
 	d.apiURL = fmt.Sprintf("http://127.0.0.1:%d", ports[4])
 	d.ctrl.Stdout, d.ctrl.Stderr = log, log
 	d.ctrl.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -256,6 +311,9 @@ func (d *demo) register(ctx context.Context) error {
 		}
 		if p.Status.Commit != "" {
 			return true, fmt.Sprintf("platform policy in force at commit %.12s", p.Status.Commit), nil
+		}
+		if c := apimeta.FindStatusCondition(p.Status.Conditions, taugridv1.ConditionStalled); c != nil && c.Status == metav1.ConditionTrue {
+			return false, "", fmt.Errorf("the platform refused its commit: %s", c.Message)
 		}
 		return false, "", nil
 	})
@@ -359,7 +417,7 @@ func (d *demo) usage() {
 	d.say("done. With the cluster kept (go run ./hack/demo --keep), use it with:")
 	fmt.Printf("    export TAU_API_URL=%s TAU_TOKEN=%s\n    cd %s && %s list -n team-a; %s run --wait -n team-a\n",
 		d.apiURL, demoToken, d.research, d.tau, d.tau)
-	fmt.Printf("    export KUBECONFIG=%s\n    kubectl get tau -A; kubectl get jobs,workloads -n team-a\n", d.cluster.Kubeconfig())
+	fmt.Printf("    export KUBECONFIG=%s\n    kubectl get tau -A; kubectl get jobs,workloads -n team-a\n", d.kubecfg)
 }
 
 // tauCmd runs the tau binary in the research working copy, as team-a,
@@ -416,6 +474,10 @@ func (d *demo) cleanup() error {
 	}
 	if d.git != nil {
 		errs = append(errs, d.git.Close())
+	}
+	if d.fleet != nil {
+		d.say("stopping the manager and the workers")
+		errs = append(errs, d.fleet.stop())
 	}
 	if d.cluster != nil {
 		d.say("stopping the local cluster")
@@ -490,4 +552,26 @@ func (d *demo) evidence(ctx context.Context, page string) error {
 		}
 		return true, fmt.Sprintf("evidence sealed (%s): %s", v.Bundles[0].Digest[:19], page), nil
 	})
+}
+
+// edit replaces old with new in file, once.
+type edit struct{ file, old, new string }
+
+// applyEdits edits files under dir, failing if one no longer holds its old
+// text.
+func applyEdits(dir string, edits []edit) error {
+	for _, e := range edits {
+		p := filepath.Join(dir, e.file)
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(data), e.old) {
+			return fmt.Errorf("examples/platform/%s no longer holds %q, which the demo edits", e.file, e.old)
+		}
+		if err := os.WriteFile(p, []byte(strings.Replace(string(data), e.old, e.new, 1)), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -4,7 +4,8 @@
 // the controller; pushes a run tag with the real git CLI; follows the run
 // through Kueue admission to completion; declares the fake nodes' blocks
 // and racks in the platform repo and shows a 2-node run placed in one rack;
-// and cleans everything up on exit or Ctrl-C.
+// and cleans everything up on exit or Ctrl-C. --multicluster runs a
+// MultiKueue manager and two workers instead (multicluster.go).
 package main
 
 import (
@@ -25,7 +26,7 @@ func main() {
 	ctrllog.SetLogger(logr.Discard())
 	keep := slices.Contains(os.Args[1:], "--keep")
 	mode := ""
-	for _, m := range []string{"--bench", "--recovery"} {
+	for _, m := range []string{"--bench", "--recovery", "--multicluster"} {
 		if slices.Contains(os.Args[1:], m) {
 			mode = m[2:]
 		}

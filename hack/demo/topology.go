@@ -38,7 +38,7 @@ spec:
 
 // The platform commit that turns topology-aware placement on: the Topology,
 // the h200 flavor placed by it, and the h200-8 profile on it.
-var topologyEdits = []struct{ file, old, new string }{
+var topologyEdits = []edit{
 	{"kueue/flavors.yaml", "spec:\n  nodeLabels:\n", "spec:\n  topologyName: gpu-fabric\n  nodeLabels:\n"},
 	{"profiles.yaml", "- name: h200-8\n", "- name: h200-8\n  topology: gpu-fabric\n"},
 }
@@ -113,18 +113,8 @@ func (d *demo) runNamed(ctx context.Context, id string) (string, error) {
 // declareTopology commits and pushes the topology to the platform repo and
 // waits until the controller has it in force.
 func (d *demo) declareTopology(ctx context.Context) error {
-	for _, e := range topologyEdits {
-		p := filepath.Join(d.platform, e.file)
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(string(data), e.old) {
-			return fmt.Errorf("examples/platform/%s no longer holds %q, which the demo edits", e.file, e.old)
-		}
-		if err := os.WriteFile(p, []byte(strings.Replace(string(data), e.old, e.new, 1)), 0o644); err != nil {
-			return err
-		}
+	if err := applyEdits(d.platform, topologyEdits); err != nil {
+		return err
 	}
 	if err := os.WriteFile(filepath.Join(d.platform, "kueue", "topology.yaml"), []byte(demoTopology), 0o644); err != nil {
 		return err

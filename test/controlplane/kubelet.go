@@ -40,28 +40,43 @@ type podLog struct {
 // Node with the kubelet's address and port.
 func StartKubelet(t testing.TB, c client.Client, node string) *Kubelet {
 	t.Helper()
-	k := &Kubelet{Node: node, Queries: make(chan string, 64), logs: map[string]*podLog{}}
-	srv := httptest.NewTLSServer(http.HandlerFunc(k.serve))
-	t.Cleanup(srv.Close)
-	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "https://"))
-	p, _ := strconv.Atoi(port)
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
-	if err := c.Create(context.Background(), n); err != nil {
-		t.Fatal(err)
-	}
-	// On the latest copy: a node-lifecycle controller may taint it first.
-	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		if err := c.Get(context.Background(), client.ObjectKeyFromObject(n), n); err != nil {
-			return err
-		}
-		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
-		n.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(p)
-		return c.Status().Update(context.Background(), n)
-	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	k, err := RunKubelet(ctx, c, node)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return k
+}
+
+// RunKubelet serves logs for node until ctx ends and creates the Node with
+// the kubelet's address and port, as StartKubelet does outside a test (the
+// demo's worker node).
+func RunKubelet(ctx context.Context, c client.Client, node string) (*Kubelet, error) {
+	k := &Kubelet{Node: node, Queries: make(chan string, 64), logs: map[string]*podLog{}}
+	srv := httptest.NewTLSServer(http.HandlerFunc(k.serve))
+	context.AfterFunc(ctx, srv.Close)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "https://"))
+	p, _ := strconv.Atoi(port)
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	if err := c.Create(ctx, n); err != nil {
+		srv.Close()
+		return nil, fmt.Errorf("creating node %s: %w", node, err)
+	}
+	// On the latest copy: a node-lifecycle controller may taint it first.
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(n), n); err != nil {
+			return err
+		}
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
+		n.Status.DaemonEndpoints.KubeletEndpoint.Port = int32(p)
+		return c.Status().Update(ctx, n)
+	})
+	if err != nil {
+		srv.Close()
+		return nil, fmt.Errorf("node %s: writing the kubelet's address: %w", node, err)
+	}
+	return k, nil
 }
 
 func (k *Kubelet) log(ns, pod, container string) *podLog {

@@ -23,7 +23,7 @@ func TestADispatchedRunWaitsInTheWorkersWords(t *testing.T) {
 	f := newRunFixture(t, "mc3")
 	dispatchTenant(t, fl, f, "mc3-a")
 	create(t, k8s, tenantPVC(f.ns))
-	endAttemptsLeft(t, f.ns) // the run never fits: its Job goes, and MultiKueue's copies with it
+	endAttemptsLeft(t, fl, f.ns) // the run never fits: its Job goes, and MultiKueue's copies with it
 	m := startManagerWith(t, withWorkers)
 	defer m.stop()
 

@@ -5,9 +5,11 @@ import (
 	"fmt"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/render"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -120,4 +122,28 @@ func (r *RunReconciler) unfenceOnWorkers(ctx context.Context, run *taugridv1.Tau
 		}
 	}
 	return nil
+}
+
+// ClosedToStrangersPolicy names the NetworkPolicy the platform reconciler
+// applies in every tenant namespace of a worker cluster.
+const ClosedToStrangersPolicy = "taugrid-runs-closed"
+
+// closedToStrangers shuts every run pod of namespace ns off from all
+// ingress. On a worker the run's own fence (its pods let in their own
+// run) is copied only once the run reconciler sees where MultiKueue
+// dispatched it, a resync after its pods may have started; until then
+// this policy keeps those pods closed rather than open. Ingress policies
+// add up, so once the run's fence is there its pods take their own run's
+// connections and nobody else's.
+func closedToStrangers(ns string) (*unstructured.Unstructured, error) {
+	return toUnstructured(&networkingv1.NetworkPolicy{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
+		ObjectMeta: metav1.ObjectMeta{Name: ClosedToStrangersPolicy, Namespace: ns},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+				{Key: render.LabelRun, Operator: metav1.LabelSelectorOpExists},
+			}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
+		},
+	})
 }

@@ -96,7 +96,8 @@ func labelPlatform(u *unstructured.Unstructured, p *taugridv1.TauPlatform) {
 // it (no cohort, no admission check: the worker admits on its own quota),
 // the LocalQueues that submit to them and their namespaces, every flavor
 // and priority class; each replaced by the worker's own declaration in
-// kueue/workers/<name>/, if any.
+// kueue/workers/<name>/, if any; and, in each of those namespaces, the
+// policy that closes run pods to strangers until their fence arrives.
 func workerObjects(tree fs.FS, objs []*unstructured.Unstructured, w render.WorkerCluster) ([]*unstructured.Unstructured, render.ErrorList) {
 	var errs render.ErrorList
 	cqs := map[string]bool{}
@@ -145,6 +146,13 @@ func workerObjects(tree fs.FS, objs []*unstructured.Unstructured, w render.Worke
 		}
 	}
 	slices.SortStableFunc(plan, func(a, b *unstructured.Unstructured) int { return kindOrder(a) - kindOrder(b) })
+	for _, ns := range slices.Sorted(maps.Keys(namespaces)) { // after the namespaces they go in
+		closed, err := closedToStrangers(ns)
+		if err != nil {
+			return nil, append(errs, w.Refuse("name", "%v", err))
+		}
+		plan = append(plan, closed)
+	}
 	return plan, errs
 }
 

@@ -191,8 +191,8 @@ func (j *Janitor) holdIsStale(ctx context.Context, job *batchv1.Job) (string, er
 	case err != nil:
 		return "", err
 	}
-	n, err := strconv.Atoi(job.Labels[render.LabelAttempt])
-	if err != nil || n < 1 || n > len(run.Status.Attempts) || run.Status.Attempts[n-1].Workload != job.Name {
+	n, _ := strconv.Atoi(job.Labels[render.LabelAttempt]) // 0, so no attempt, when it is not a number
+	if n < 1 || n > len(run.Status.Attempts) || run.Status.Attempts[n-1].Workload != job.Name {
 		return "no attempt of its run is this Job", nil
 	}
 	if slices.Contains(endedAttempts(run), n) && !sealing(run) {

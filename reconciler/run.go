@@ -676,9 +676,8 @@ func (r *RunReconciler) observe(ctx context.Context, run *taugridv1.TauRun) (Obs
 		obs.Cluster = lost // where the attempt's pods were
 	}
 	err := r.observePods(ctx, run, &obs)
-	if obs.Cluster != "" && err != nil {
-		obs.WorkerErr = err // one worker's outage is that run's alone
-		return obs, nil
+	if obs.Cluster != "" {
+		obs.WorkerErr, err = err, nil // one worker's outage is that run's alone
 	}
 	return obs, err
 }

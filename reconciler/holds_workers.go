@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/clusters"
 	"github.com/taugrid/taugrid/render"
@@ -19,14 +20,16 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
 
-// A dispatched attempt's Job is held on its worker (FinalizerEvidence)
-// from the run reconciler's first look at it until its bundle is sealed:
-// MultiKueue deletes the worker's Job with background propagation when the
-// manager's Workload finishes, so the Job's pods stay while it does. Only
-// batch Jobs are held; a RayJob's pods are its RayCluster's.
+// A dispatched attempt's Job or RayJob is held on its worker
+// (FinalizerEvidence) from the run reconciler's first look at it until its
+// bundle is sealed: MultiKueue deletes the worker's object with background
+// propagation when the manager's Workload finishes, so what it owns stays
+// while it does: a Job's pods; a RayJob's submitter Job and pod, whose log
+// is the driver's (KubeRay itself deletes the Ray cluster when the job
+// ends, on a worker as on one cluster).
 
-// holdPatch adds FinalizerEvidence and releasePatch removes it: strategic
-// merge patches, which merge into metadata.finalizers (patchStrategy
+// holdPatch adds FinalizerEvidence to a Job and releasePatch removes it:
+// strategic merge patches, which merge into metadata.finalizers (patchStrategy
 // merge) and leave every other finalizer alone. Both are idempotent; on a
 // Job that does not exist they fail NotFound and create nothing.
 var (
@@ -49,7 +52,7 @@ type holdKey struct {
 func (r *RunReconciler) holdOnWorker(ctx context.Context, run *taugridv1.TauRun, cluster string) {
 	w := run.Status.Workload
 	n := len(run.Status.Attempts)
-	if cluster == "" || r.Clusters == nil || r.Evidence == nil || w == nil || w.Kind == "RayJob" || n == 0 || run.Status.Attempts[n-1].EndTime != nil {
+	if cluster == "" || r.Clusters == nil || r.Evidence == nil || w == nil || n == 0 || run.Status.Attempts[n-1].EndTime != nil {
 		return
 	}
 	key := holdKey{run: run.UID, attempt: n}
@@ -57,7 +60,7 @@ func (r *RunReconciler) holdOnWorker(ctx context.Context, run *taugridv1.TauRun,
 	if _, ok := held.get(key); ok {
 		return
 	}
-	switch err := patchWorkerJob(ctx, r.Clusters, cluster, run.Namespace, w.Name, holdPatch); {
+	switch err := patchWorkerJob(ctx, r.Clusters, cluster, heldObject(w.Kind, run.Namespace, w.Name), true); {
 	case err == nil:
 		held.put(key, struct{}{})
 	case !apierrors.IsNotFound(err):
@@ -83,16 +86,30 @@ func (e *EvidenceRecorder) releaseOnWorker(ctx context.Context, run *taugridv1.T
 		return
 	}
 	a := run.Status.Attempts[n-1]
-	if a.Cluster == "" || a.Workload == "" {
-		return // a RayJob's name holds no Job there: NotFound, nothing held
+	if a.Cluster == "" || a.Workload == "" || run.Status.Workload == nil {
+		return
 	}
-	if err := patchWorkerJob(ctx, e.Clusters, a.Cluster, run.Namespace, a.Workload, releasePatch); client.IgnoreNotFound(err) != nil {
+	held := heldObject(run.Status.Workload.Kind, run.Namespace, a.Workload) // a run's attempts are all of its kind
+	if err := patchWorkerJob(ctx, e.Clusters, a.Cluster, held, false); client.IgnoreNotFound(err) != nil {
 		log.FromContext(ctx).Info("cannot release the attempt's Job on its worker; the janitor will", "cluster", a.Cluster, "job", a.Workload, "error", err.Error())
 	}
 }
 
-// patchWorkerJob patches the Job namespace/name on worker cluster.
-func patchWorkerJob(ctx context.Context, workers clusters.Locator, cluster, namespace, name string, patch client.Patch) error {
+// heldObject is the object that holds a dispatched attempt's evidence on
+// its worker: its RayJob for a Ray run, else its Job.
+func heldObject(kind, namespace, name string) client.Object {
+	var o client.Object = &batchv1.Job{}
+	if kind == "RayJob" {
+		o = &rayv1.RayJob{}
+	}
+	o.SetNamespace(namespace)
+	o.SetName(name)
+	return o
+}
+
+// patchWorkerJob holds (or releases) the attempt's object on worker
+// cluster.
+func patchWorkerJob(ctx context.Context, workers clusters.Locator, cluster string, held client.Object, hold bool) error {
 	p, err := workers.PodsOf(ctx, cluster)
 	if err != nil {
 		return err
@@ -100,12 +117,43 @@ func patchWorkerJob(ctx context.Context, workers clusters.Locator, cluster, name
 	if p.Client == nil {
 		return fmt.Errorf("worker cluster %s: no client to write with", cluster)
 	}
-	job := &batchv1.Job{}
-	job.Namespace, job.Name = namespace, name
-	if err := p.Client.Patch(ctx, job, patch); err != nil {
-		return fmt.Errorf("worker cluster %s: Job %s/%s: %w", cluster, namespace, name, err)
+	if err := setHold(ctx, p.Client, held, hold); err != nil {
+		return fmt.Errorf("worker cluster %s: %s %s/%s: %w", cluster, heldKind(held), held.GetNamespace(), held.GetName(), err)
 	}
 	return nil
+}
+
+// setHold adds or removes FinalizerEvidence on held, leaving every other
+// finalizer alone: a Job by a strategic merge patch (no read); a RayJob,
+// a custom resource the API server patches only by JSON merge (which
+// replaces the whole list), by reading it and patching the list with the
+// read's resourceVersion, so a finalizer KubeRay adds meanwhile is a
+// Conflict, tried again at the next look, never dropped.
+func setHold(ctx context.Context, c client.Client, held client.Object, hold bool) error {
+	if _, ray := held.(*rayv1.RayJob); !ray {
+		patch := releasePatch
+		if hold {
+			patch = holdPatch
+		}
+		return c.Patch(ctx, held, patch)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(held), held); err != nil {
+		return err
+	}
+	base := held.DeepCopyObject().(client.Object)
+	if changed := hold && controllerutil.AddFinalizer(held, taugridv1.FinalizerEvidence) ||
+		!hold && controllerutil.RemoveFinalizer(held, taugridv1.FinalizerEvidence); !changed {
+		return nil
+	}
+	return c.Patch(ctx, held, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+}
+
+// heldKind names held's kind for a message.
+func heldKind(held client.Object) string {
+	if _, ray := held.(*rayv1.RayJob); ray {
+		return "RayJob"
+	}
+	return "Job"
 }
 
 // ReasonStaleHold is the janitor's finding of a worker's Job held for an
@@ -149,50 +197,66 @@ func (j *Janitor) staleHoldsOn(ctx context.Context, cluster string) ([]Finding, 
 	if p.Client == nil {
 		return nil, fmt.Errorf("worker cluster %s: no client to write with", cluster)
 	}
-	var jobs batchv1.JobList
-	if err := p.Client.List(ctx, &jobs, client.MatchingLabels{render.LabelManagedBy: render.ManagedBy}); err != nil {
-		return nil, err
-	}
 	var found []Finding
-	for i := range jobs.Items {
-		job := &jobs.Items[i]
-		if !controllerutil.ContainsFinalizer(job, taugridv1.FinalizerEvidence) {
-			continue
+	for _, list := range []client.ObjectList{&batchv1.JobList{}, &rayv1.RayJobList{}} {
+		err := p.Client.List(ctx, list, client.MatchingLabels{render.LabelManagedBy: render.ManagedBy})
+		if meta.IsNoMatchError(err) {
+			continue // no KubeRay on this worker: no RayJob is held there
 		}
-		why, err := j.holdIsStale(ctx, job)
-		if err != nil || why == "" {
+		if err != nil {
+			return found, err
+		}
+		objs, err := meta.ExtractList(list)
+		if err != nil {
+			return found, err
+		}
+		for _, o := range objs {
+			f, err := j.releaseStale(ctx, p.Client, cluster, o.(client.Object))
 			if err != nil {
 				return found, err
 			}
-			continue
+			if f != nil {
+				found = append(found, *f)
+			}
 		}
-		if err := p.Client.Patch(ctx, job, releasePatch); client.IgnoreNotFound(err) != nil {
-			return found, err
-		}
-		f := Finding{Reason: ReasonStaleHold, Object: "Job/" + job.Namespace + "/" + job.Name,
-			Message: fmt.Sprintf("held on worker cluster %s for evidence, yet %s", cluster, why)}
-		if j.Metrics != nil {
-			j.Metrics.WithLabelValues(f.Reason, "released").Inc()
-		}
-		j.Log.Info("janitor finding", "reason", f.Reason, "object", f.Object, "action", "released", "message", f.Message)
-		found = append(found, f)
 	}
 	return found, nil
+}
+
+// releaseStale releases held if its hold is stale, and says so.
+func (j *Janitor) releaseStale(ctx context.Context, c client.Client, cluster string, held client.Object) (*Finding, error) {
+	if !controllerutil.ContainsFinalizer(held, taugridv1.FinalizerEvidence) {
+		return nil, nil
+	}
+	why, err := j.holdIsStale(ctx, held)
+	if err != nil || why == "" {
+		return nil, err
+	}
+	if err := setHold(ctx, c, held, false); client.IgnoreNotFound(err) != nil {
+		return nil, err
+	}
+	f := Finding{Reason: ReasonStaleHold, Object: heldKind(held) + "/" + held.GetNamespace() + "/" + held.GetName(),
+		Message: fmt.Sprintf("held on worker cluster %s for evidence, yet %s", cluster, why)}
+	if j.Metrics != nil {
+		j.Metrics.WithLabelValues(f.Reason, "released").Inc()
+	}
+	j.Log.Info("janitor finding", "reason", f.Reason, "object", f.Object, "action", "released", "message", f.Message)
+	return &f, nil
 }
 
 // holdIsStale says why a worker's held Job is held for nothing, or "":
 // its run is gone (or is another run of the same name), or its attempt
 // ended and the run seals nothing any more.
-func (j *Janitor) holdIsStale(ctx context.Context, job *batchv1.Job) (string, error) {
+func (j *Janitor) holdIsStale(ctx context.Context, job client.Object) (string, error) {
 	run := &taugridv1.TauRun{}
-	switch err := j.Client.Get(ctx, types.NamespacedName{Namespace: job.Namespace, Name: job.Labels[render.LabelRun]}, run); {
+	switch err := j.Client.Get(ctx, types.NamespacedName{Namespace: job.GetNamespace(), Name: job.GetLabels()[render.LabelRun]}, run); {
 	case apierrors.IsNotFound(err):
 		return "its run is gone", nil
 	case err != nil:
 		return "", err
 	}
-	n, _ := strconv.Atoi(job.Labels[render.LabelAttempt]) // 0, so no attempt, when it is not a number
-	if n < 1 || n > len(run.Status.Attempts) || run.Status.Attempts[n-1].Workload != job.Name {
+	n, _ := strconv.Atoi(job.GetLabels()[render.LabelAttempt]) // 0, so no attempt, when it is not a number
+	if n < 1 || n > len(run.Status.Attempts) || run.Status.Attempts[n-1].Workload != job.GetName() {
 		return "no attempt of its run is this Job", nil
 	}
 	if slices.Contains(endedAttempts(run), n) && !sealing(run) {

@@ -2,15 +2,18 @@ package reconciler
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/evidence"
 	"github.com/taugrid/taugrid/render"
 	"github.com/taugrid/taugrid/server"
 	"github.com/taugrid/taugrid/test/controlplane"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
@@ -39,7 +42,11 @@ func TestARayRunDispatchedThroughTheFleetRunsOnTheWorkerAndSucceeds(t *testing.T
 			t.Fatal(err)
 		}
 	}
-	m := startManagerWith(t, withWorkers)
+	st, err := evidence.NewFileStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := startManagerWith(t, withEvidence(st))
 	defer m.stop()
 
 	f.research.runRef("ray", "target: ray\n")
@@ -109,6 +116,14 @@ func TestARayRunDispatchedThroughTheFleetRunsOnTheWorkerAndSucceeds(t *testing.T
 	}
 	t.Logf("the diagnosis shows the worker's %d pods (Ray %v) and nodes %v", shown, roles, len(d.Nodes))
 
+	// MultiKueue deletes the worker's RayJob once the manager's Workload
+	// finishes; the run reconciler holds it, and so its submitter Job and
+	// pod, until the bundle is sealed.
+	waitFor(t, 30*time.Second, "the worker's RayJob to be held for the evidence", func() bool {
+		rj := &rayv1.RayJob{}
+		return gpu.Get(ctx, key, rj) == nil && slices.Contains(rj.Finalizers, taugridv1.FinalizerEvidence)
+	})
+
 	// No Ray dashboard answers in the worker: unless KubeRay has seen
 	// the job end already (the submitter Job's pod ends on its own under
 	// kwok), report its end there as KubeRay would, on the latest copy.
@@ -130,6 +145,28 @@ func TestARayRunDispatchedThroughTheFleetRunsOnTheWorkerAndSucceeds(t *testing.T
 	if a := run.Status.Attempts[0]; a.Cluster != "gpu" {
 		t.Errorf("the attempt records cluster %q, want gpu", a.Cluster)
 	}
+	ekey := evidence.Key{Namespace: f.ns, Run: run.Name, Attempt: 1}
+	waitFor(t, 90*time.Second, "the Ray run's bundle to be sealed", func() bool {
+		has, _ := evidence.Has(ctx, st, ekey)
+		return has
+	})
+	rec := sealedRecord(t, st, ekey)
+	if a := rec.Attempts[0]; a.Cluster != "gpu" {
+		t.Errorf("the bundle's attempt names cluster %q, want gpu", a.Cluster)
+	}
+	var inBundle []string
+	for _, p := range rec.Pods {
+		if onWorker[p.Name] {
+			inBundle = append(inBundle, p.Name)
+		}
+	}
+	if len(inBundle) == 0 {
+		t.Errorf("the bundle holds none of the worker's pods of the run (it holds %+v)", rec.Pods)
+	}
+	waitFor(t, 30*time.Second, "the sealed attempt's RayJob to go from the worker once released", func() bool {
+		return apierrors.IsNotFound(gpu.Get(ctx, key, &rayv1.RayJob{}))
+	})
+	t.Logf("the bundle holds the worker's pods %v", inBundle)
 }
 
 // logDispatch logs the Workloads and RayJobs of namespace ns in a

@@ -86,11 +86,23 @@ func (e *EvidenceRecorder) releaseOnWorker(ctx context.Context, run *taugridv1.T
 		return
 	}
 	a := run.Status.Attempts[n-1]
-	if a.Cluster == "" || a.Workload == "" || run.Status.Workload == nil {
+	if a.Cluster == "" || a.Workload == "" {
 		return
 	}
-	held := heldObject(run.Status.Workload.Kind, run.Namespace, a.Workload) // a run's attempts are all of its kind
-	if err := patchWorkerJob(ctx, e.Clusters, a.Cluster, held, false); client.IgnoreNotFound(err) != nil {
+	// The ended attempt's kind: the run's workload says it while it is
+	// the current one; between attempts it is gone, so both are tried (a
+	// worker without KubeRay has no RayJob to release).
+	kinds := []string{"Job", "RayJob"}
+	if w := run.Status.Workload; w != nil && w.Name == a.Workload && w.Kind != "" {
+		kinds = []string{w.Kind}
+	}
+	var err error
+	for _, kind := range kinds {
+		if err = patchWorkerJob(ctx, e.Clusters, a.Cluster, heldObject(kind, run.Namespace, a.Workload), false); !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+			break
+		}
+	}
+	if client.IgnoreNotFound(err) != nil && !meta.IsNoMatchError(err) {
 		log.FromContext(ctx).Info("cannot release the attempt's Job on its worker; the janitor will", "cluster", a.Cluster, "job", a.Workload, "error", err.Error())
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/runs"
+	"github.com/taugrid/taugrid/test/controlplane"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -19,7 +20,10 @@ import (
 // says why it cannot hold the run (16 GPUs: large holds at most 8, small
 // none), read from its own copy of the Workload.
 func TestADispatchedRunWaitsInTheWorkersWords(t *testing.T) {
-	fl := onFleet(t)
+	// A fleet of its own: on the shared one, the GPUs an earlier test's
+	// attempt still holds on a worker (its evidence held until sealed)
+	// change what the workers say and where the run fits.
+	fl := ownFleet(t, controlplane.FleetOptions{Workers: []string{"small", "large"}})
 	f := newRunFixture(t, "mc3")
 	dispatchTenant(t, fl, f, "mc3-a")
 	create(t, k8s, tenantPVC(f.ns))

@@ -277,7 +277,10 @@ const maxOtherWorkerCalls = 20
 // as the worker's pods show (the manager has none), records the cluster it
 // runs on, and succeeds when its pod on the worker exits 0.
 func TestARunDispatchedToTheWorkerThatFitsItRunsThereAndSaysWhere(t *testing.T) {
-	fl := onFleet(t)
+	// A fleet of its own: on the shared one, the GPUs an earlier test's
+	// attempt still holds on a worker (its evidence held until sealed)
+	// change what the workers say and where the run fits.
+	fl := ownFleet(t, controlplane.FleetOptions{Workers: []string{"small", "large"}})
 	f := newRunFixture(t, "mc1")
 	dispatchTenant(t, fl, f, "mc1-a")
 	large := workerClient(t, fl, "large")

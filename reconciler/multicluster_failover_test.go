@@ -107,10 +107,7 @@ func TestARunWhoseWorkerIsLostIsRetriedOnTheOtherWorker(t *testing.T) {
 	f.research.runRef("one", "target: failover\n")
 	f.poll(t)
 	run := f.runOf(t, "refs/tau/runs/one")
-	waitFor(t, 90*time.Second, "the run to run on a worker", func() bool {
-		run = getRun(t, f.ns, run.Name)
-		return run.Status.Phase == taugridv1.PhaseRunning
-	})
+	run = awaitPhase(t, run, taugridv1.PhaseRunning, 90*time.Second, "the run to run on a worker")
 	lost := run.Status.Workload.Cluster
 	other := map[string]string{"east": "west", "west": "east"}[lost]
 	if other == "" {

@@ -61,10 +61,7 @@ func TestARayRunDispatchedThroughTheFleetRunsOnTheWorkerAndSucceeds(t *testing.T
 			}
 		}
 	})
-	waitFor(t, 120*time.Second, "the Ray run to run on a worker", func() bool {
-		run = getRun(t, f.ns, run.Name)
-		return run.Status.Phase == taugridv1.PhaseRunning
-	})
+	run = awaitPhase(t, run, taugridv1.PhaseRunning, 120*time.Second, "the Ray run to run on a worker")
 	if run.Status.Workload.Kind != "RayJob" || run.Status.Workload.Cluster != "gpu" {
 		t.Fatalf("the run's workload is %+v, want a RayJob on worker gpu", run.Status.Workload)
 	}
@@ -138,10 +135,7 @@ func TestARayRunDispatchedThroughTheFleetRunsOnTheWorkerAndSucceeds(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "the Ray run to succeed once the worker's RayJob does", func() bool {
-		run = getRun(t, f.ns, run.Name)
-		return run.Status.Phase == taugridv1.PhaseSucceeded
-	})
+	run = awaitPhase(t, run, taugridv1.PhaseSucceeded, 60*time.Second, "the Ray run to succeed once the worker's RayJob does")
 	if a := run.Status.Attempts[0]; a.Cluster != "gpu" {
 		t.Errorf("the attempt records cluster %q, want gpu", a.Cluster)
 	}

@@ -616,10 +616,7 @@ func TestADispatchedRunIsFencedOnItsWorkerUntilItEnds(t *testing.T) {
 	f.research.runRef("fenced", "target: default\n")
 	f.poll(t)
 	run := f.runOf(t, "refs/tau/runs/fenced")
-	waitFor(t, 120*time.Second, "the run to run on the worker", func() bool {
-		run = getRun(t, f.ns, run.Name)
-		return run.Status.Phase == taugridv1.PhaseRunning
-	})
+	run = awaitPhase(t, run, taugridv1.PhaseRunning, 120*time.Second, "the run to run on the worker")
 	np := &networkingv1.NetworkPolicy{}
 	key := client.ObjectKey{Namespace: f.ns, Name: run.Status.Workload.Name}
 	if err := large.Get(ctx, key, np); err != nil {
@@ -663,10 +660,7 @@ func TestTheJanitorReadsADispatchedJobsPodsFromItsWorker(t *testing.T) {
 	f.research.runRef("left", "target: default\n")
 	f.poll(t)
 	run := f.runOf(t, "refs/tau/runs/left")
-	waitFor(t, 120*time.Second, "the run to run on the worker", func() bool {
-		run = getRun(t, f.ns, run.Name)
-		return run.Status.Phase == taugridv1.PhaseRunning
-	})
+	run = awaitPhase(t, run, taugridv1.PhaseRunning, 120*time.Second, "the run to run on the worker")
 	m.stop()
 	job := run.Status.Workload.Name
 	// The manager runs no garbage collector: the Job outlives its run.

@@ -61,6 +61,16 @@ func onFleet(t *testing.T) *controlplane.Fleet {
 	return fleet
 }
 
+// awaitPhase waits until run reaches phase, and returns it as last read.
+func awaitPhase(t *testing.T, run *taugridv1.TauRun, phase taugridv1.RunPhase, within time.Duration, what string) *taugridv1.TauRun {
+	t.Helper()
+	waitFor(t, within, what, func() bool {
+		run = getRun(t, run.Namespace, run.Name)
+		return run.Status.Phase == phase
+	})
+	return run
+}
+
 // stopFleet stops the fleet, if a test started it.
 func stopFleet() {
 	if fleet != nil {
@@ -296,10 +306,7 @@ func TestARunDispatchedToTheWorkerThatFitsItRunsThereAndSaysWhere(t *testing.T) 
 	f.research.runRef("one", "target: default\n")
 	f.poll(t)
 	run := f.runOf(t, "refs/tau/runs/one")
-	waitFor(t, 90*time.Second, "the run to run on a worker", func() bool {
-		run = getRun(t, f.ns, run.Name)
-		return run.Status.Phase == taugridv1.PhaseRunning
-	})
+	run = awaitPhase(t, run, taugridv1.PhaseRunning, 90*time.Second, "the run to run on a worker")
 	if got := run.Status.Workload.Cluster; got != "large" {
 		t.Fatalf("the run runs on cluster %q, want large (the only worker with GPU quota)", got)
 	}
@@ -316,10 +323,7 @@ func TestARunDispatchedToTheWorkerThatFitsItRunsThereAndSaysWhere(t *testing.T) 
 	t.Logf("worker reads: %.0f to follow the run to Running, %.0f for the runs API's attempt pod and diagnosis",
 		following, metrics.Requests("large")-following)
 	exitPodOn(t, large, &pods.Items[0], 0)
-	waitFor(t, 60*time.Second, "the run to succeed once its pod on the worker exits 0", func() bool {
-		run = getRun(t, f.ns, run.Name)
-		return run.Status.Phase == taugridv1.PhaseSucceeded
-	})
+	run = awaitPhase(t, run, taugridv1.PhaseSucceeded, 60*time.Second, "the run to succeed once its pod on the worker exits 0")
 	calls, other := metrics.Requests("large"), metrics.Requests("small")
 	t.Logf("worker reads for the whole run, its diagnosis included: %.0f (%.0f to small: %v)", calls, other, reads.of("small"))
 	if calls > maxWorkerCallsPerRun || other > maxOtherWorkerCalls {
@@ -462,10 +466,7 @@ func TestWorkersDeclaredInThePlatformRepoDispatchRuns(t *testing.T) {
 	f.research.runRef("one", "target: default\n")
 	f.poll(t)
 	run := f.runOf(t, "refs/tau/runs/one")
-	waitFor(t, 90*time.Second, "the run to run on a worker", func() bool {
-		run = getRun(t, f.ns, run.Name)
-		return run.Status.Phase == taugridv1.PhaseRunning
-	})
+	run = awaitPhase(t, run, taugridv1.PhaseRunning, 90*time.Second, "the run to run on a worker")
 	if got := run.Status.Workload.Cluster; got != "large" {
 		t.Fatalf("the run runs on cluster %q, want large (the small worker's own ClusterQueue has no GPUs)", got)
 	}

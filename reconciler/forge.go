@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -56,6 +57,9 @@ type ForgeReconciler struct {
 	AppTokens *forge.AppTokens
 	// Buckets paces calls per credential; nil does not pace.
 	Buckets *forge.Buckets
+	// Workers is how many runs' statuses are posted at once; 0 means
+	// DefaultForgeWorkers.
+	Workers int
 
 	creds *memo[types.NamespacedName, forgeCredential] // see forgeSecret
 }
@@ -303,6 +307,6 @@ func (r *ForgeReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("taurun-forge").
 		For(&taugridv1.TauRun{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.Workers, DefaultForgeWorkers)}).
 		Complete(r)
 }

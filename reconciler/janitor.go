@@ -111,7 +111,10 @@ func (j *Janitor) NeedLeaderElection() bool { return true }
 func (j *Janitor) Sweep(ctx context.Context) ([]Finding, error) {
 	var found []Finding
 	var wls kueue.WorkloadList
-	if err := j.Client.List(ctx, &wls); err != nil {
+	// The cache's own copies: the janitor only reads and deletes what it
+	// lists (a copy of every Workload each minute was 41 MB of garbage at
+	// 10,000 runs, hack/scale).
+	if err := j.Client.List(ctx, &wls, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	now := j.Clock.Now()
@@ -272,8 +275,8 @@ func (j *Janitor) podsOf(ctx context.Context, job client.Object, wl *kueue.Workl
 // than their grace period plus IdleAfter on a node that is gone or not
 // ready: no kubelet will ever confirm them, and their job cannot finish.
 func (j *Janitor) stuckPods(ctx context.Context, now time.Time) ([]Finding, error) {
-	var pods corev1.PodList
-	if err := j.Client.List(ctx, &pods, client.MatchingLabels{render.LabelManagedBy: render.ManagedBy}); err != nil {
+	var pods corev1.PodList // the cache's own copies, only read and deleted
+	if err := j.Client.List(ctx, &pods, client.MatchingLabels{render.LabelManagedBy: render.ManagedBy}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	var found []Finding
@@ -340,8 +343,8 @@ func (j *Janitor) act(ctx context.Context, f Finding, del client.Object, wl *kue
 // attempt that ended EndedAfter ago or more, or for a run that is gone,
 // and releases them with their Ray cluster (which would recreate them).
 func (j *Janitor) endedRunPods(ctx context.Context, now time.Time) ([]Finding, error) {
-	var pods corev1.PodList
-	if err := j.Client.List(ctx, &pods, client.MatchingLabels{render.LabelManagedBy: render.ManagedBy}); err != nil {
+	var pods corev1.PodList // the cache's own copies, only read and deleted
+	if err := j.Client.List(ctx, &pods, client.MatchingLabels{render.LabelManagedBy: render.ManagedBy}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	after := j.EndedAfter

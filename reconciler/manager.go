@@ -16,15 +16,37 @@ func ClientOptions() client.Options {
 }
 
 // CacheOptions caches only the pods TauGrid made, not every pod of the
-// cluster, and no object's managed fields (no reconciler reads them; on a
-// node or a Job they are often the larger part of the object).
+// cluster, no object's managed fields (no reconciler reads them; on a
+// node or a Job they are often the larger part of the object), and of pod
+// specs only what the controller reads (slimPodSpec).
 func CacheOptions() cache.Options {
-	return cache.Options{DefaultTransform: cache.TransformStripManagedFields(), ByObject: map[client.Object]cache.ByObject{
+	return cache.Options{DefaultTransform: cacheTransform, ByObject: map[client.Object]cache.ByObject{
 		&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{render.LabelManagedBy: render.ManagedBy})},
 	}}
 }
 
-// repositoryWorkers is how many repositories are polled at once: one
-// worker serialised every poll and run creation behind the slowest remote
-// (hack/scale: 1,000 run requests on 100 repositories).
-const repositoryWorkers = 8
+// cacheTransform strips managed fields and slims pod specs.
+func cacheTransform(obj any) (any, error) {
+	obj, err := stripManagedFields(obj)
+	if err != nil {
+		return nil, err
+	}
+	slimPodSpecs(obj)
+	return obj, nil
+}
+
+var stripManagedFields = cache.TransformStripManagedFields()
+
+// How many objects each controller reconciles at once, unless its Workers
+// field says otherwise (cmd/tau-controller's --*-workers flags). A reconcile
+// spends most of its time waiting on the API server, the git remote or
+// the forge, not on a core, so these are sized for the queue, not the CPU:
+// one repository worker serialised every poll and run creation behind the
+// slowest remote (hack/scale: 1,000 run requests on 100 repositories), and
+// 8 run workers at 0.5-1 s an API round trip gave about 10 reconciles a
+// second while 10,000 runs waited in the queue (1,000 nodes, 10,000 runs).
+const (
+	DefaultRunWorkers        = 32
+	DefaultRepositoryWorkers = 16
+	DefaultForgeWorkers      = 8
+)

@@ -51,6 +51,7 @@ func startManagerWith(t testing.TB, adjust func(ctrl.Manager, *RunReconciler)) *
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache:                  CacheOptions(), // as cmd/tau-controller's: the suite reads what the controller's cache holds
 	})
 	if err != nil {
 		t.Fatal(err)

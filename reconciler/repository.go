@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,6 +55,9 @@ type RepositoryReconciler struct {
 	// PullRequests validates pull requests of repositories with a forge;
 	// nil validates none.
 	PullRequests *PullRequests
+	// Workers is how many repositories are polled at once; 0 means
+	// DefaultRepositoryWorkers.
+	Workers int
 }
 
 // +kubebuilder:rbac:groups=taugrid.dev,resources=taurepositories,verbs=get;list;watch;patch
@@ -334,6 +338,6 @@ func (r *RepositoryReconciler) setCondition(repo *taugridv1.TauRepository, t str
 func (r *RepositoryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&taugridv1.TauRepository{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: repositoryWorkers}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.Workers, DefaultRepositoryWorkers)}).
 		Complete(r)
 }

@@ -1,6 +1,7 @@
 package reconciler
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -96,6 +97,9 @@ type RunReconciler struct {
 	// GPUUsage reads running attempts' GPU utilisation from the node
 	// agents; nil reads none.
 	GPUUsage GPUUsageSource
+	// Workers is how many runs are reconciled at once; 0 means
+	// DefaultRunWorkers.
+	Workers int
 
 	submitted *memo[types.UID, submission] // see cacheLagsSubmission
 	held      *memo[holdKey, struct{}]     // see holdOnWorker
@@ -823,7 +827,7 @@ func (r *RunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// the run's own status patches would only wake it for nothing.
 		// A resume request is an annotation.
 		For(&taugridv1.TauRun{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: 8}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.Workers, DefaultRunWorkers)}).
 		Owns(&batchv1.Job{}).
 		Owns(&rayv1.RayJob{}).
 		Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(workloadToRun)).

@@ -9,9 +9,11 @@ import (
 	"flag"
 	"fmt"
 	"net/http"
+	"math"
 	"os"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/clusters"
@@ -47,6 +49,8 @@ type options struct {
 	janitorIdle, janitorEvery                                time.Duration
 	multiKueueNamespace                                      string
 	readGPUUsage                                             bool
+	runWorkers, repositoryWorkers, forgeWorkers              int
+	memoryLimitRatio                                         float64
 }
 
 // defaultNamespace is the controller's namespace outside the chart (which
@@ -74,13 +78,56 @@ func main() {
 	flag.DurationVar(&o.janitorIdle, "janitor-idle-after", 15*time.Minute, "how long an admitted workload may run no pod, or a pod on a lost node stay terminating, before the janitor acts")
 	flag.BoolVar(&o.readGPUUsage, "read-gpu-usage", true, "read running attempts' GPU utilisation from the tau-nodeagent pods (in --namespace) once a minute, for the run's summary and the platform's idle-GPU rule")
 	flag.DurationVar(&o.janitorEvery, "janitor-interval", time.Minute, "how often the janitor looks")
+	flag.IntVar(&o.runWorkers, "run-workers", reconciler.DefaultRunWorkers, "runs reconciled at once (each mostly waits on the API server)")
+	flag.IntVar(&o.repositoryWorkers, "repository-workers", reconciler.DefaultRepositoryWorkers, "repositories polled at once (each mostly waits on its git remote)")
+	flag.IntVar(&o.forgeWorkers, "forge-workers", reconciler.DefaultForgeWorkers, "runs whose commit status is posted at once (each mostly waits on the forge)")
+	flag.Float64Var(&o.memoryLimitRatio, "memory-limit-ratio", 0.9, "set the Go runtime's soft memory limit (GOMEMLIMIT) to this fraction of the container's cgroup memory limit, so the heap is collected before the container is killed; 0 leaves it; a GOMEMLIMIT in the environment wins")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if err := validate(o); err != nil {
+		ctrl.Log.Error(err, "tau-controller cannot start")
+		os.Exit(2)
+	}
+	setMemoryLimit(o.memoryLimitRatio)
 	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
 		ctrl.Log.Error(err, "tau-controller stopped")
 		os.Exit(1)
+	}
+}
+
+// validate refuses flags no controller could run with.
+func validate(o options) error {
+	for name, n := range map[string]int{"--run-workers": o.runWorkers, "--repository-workers": o.repositoryWorkers, "--forge-workers": o.forgeWorkers} {
+		if n < 1 {
+			return fmt.Errorf("%s=%d: want at least 1", name, n)
+		}
+	}
+	if o.memoryLimitRatio < 0 || o.memoryLimitRatio > 1 {
+		return fmt.Errorf("--memory-limit-ratio=%g: want a fraction between 0 (off) and 1", o.memoryLimitRatio)
+	}
+	return nil
+}
+
+// setMemoryLimit sets the runtime's soft memory limit from the
+// container's cgroup limit (the chart's resources.limits.memory): without
+// one the heap grows to twice what is live before a collection
+// (GOGC=100), and at 10,000 runs that was 914 MiB of RSS for a 408 MB heap
+// (hack/scale). No cgroup limit (outside a container), or ratio 0, leaves
+// the runtime as it is.
+func setMemoryLimit(ratio float64) {
+	if ratio == 0 {
+		return
+	}
+	limit, err := memlimit.Set(memlimit.WithRatio(ratio), memlimit.WithProvider(memlimit.FromCgroup))
+	switch {
+	case err != nil:
+		ctrl.Log.Info("no soft memory limit set: no cgroup memory limit read", "reason", err.Error())
+	case limit == math.MaxInt64:
+		ctrl.Log.Info("no soft memory limit set: the container has no memory limit")
+	default:
+		ctrl.Log.Info("soft memory limit set", "bytes", limit, "ratio", ratio)
 	}
 }
 
@@ -176,7 +223,8 @@ func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 		return err
 	}
 	forges := &reconciler.ForgeReconciler{Client: c, Clock: clk, Recorder: mgr.GetEventRecorder("tau-forge"), Metrics: forgeMetrics,
-		GitHubAPIURL: forge.DefaultGitHubAPI, AppTokens: &forge.AppTokens{Clock: clk, Metrics: forgeMetrics}, Buckets: &forge.Buckets{}}
+		GitHubAPIURL: forge.DefaultGitHubAPI, AppTokens: &forge.AppTokens{Clock: clk, Metrics: forgeMetrics}, Buckets: &forge.Buckets{},
+		Workers: o.forgeWorkers}
 	pulls := &reconciler.PullRequests{Client: c, Git: git, Policies: policies, Forge: forges}
 	usage, err := setupGPUUsage(mgr, o)
 	if err != nil {
@@ -186,10 +234,10 @@ func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 		&reconciler.PlatformReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-platform"),
 			MultiKueueNamespace: o.multiKueueNamespace},
 		&reconciler.RepositoryReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-repository"),
-			PullRequests: pulls},
+			PullRequests: pulls, Workers: o.repositoryWorkers},
 		&reconciler.RunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Files: &reconciler.GitFiles{Client: c, Git: git},
 			Policies: policies, Sources: sources, Clock: clk, Recorder: mgr.GetEventRecorder("tau-run"), Evidence: ev, Clusters: workers,
-			GPUUsage: usage},
+			GPUUsage: usage, Workers: o.runWorkers},
 		ev,
 		forges,
 		&reconciler.RefusalReporter{Client: c, Forge: forges, Recorder: mgr.GetEventRecorder("tau-forge")},

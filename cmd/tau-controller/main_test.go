@@ -29,3 +29,23 @@ func TestTheDefaultNamespaceIsTheOneTheRBACNames(t *testing.T) {
 		}
 	}
 }
+
+// Worker counts below one and memory ratios outside 0..1 are refused,
+// naming the flag and what it wants, before anything starts.
+func TestFlagsNoControllerCouldRunWithAreRefused(t *testing.T) {
+	good := options{runWorkers: 32, repositoryWorkers: 16, forgeWorkers: 8, memoryLimitRatio: 0.9}
+	if err := validate(good); err != nil {
+		t.Fatalf("defaults refused: %v", err)
+	}
+	for want, o := range map[string]options{
+		"--run-workers=0: want at least 1":                     {runWorkers: 0, repositoryWorkers: 1, forgeWorkers: 1},
+		"--repository-workers=-2: want at least 1":             {runWorkers: 1, repositoryWorkers: -2, forgeWorkers: 1},
+		"--forge-workers=0: want at least 1":                   {runWorkers: 1, repositoryWorkers: 1},
+		"--memory-limit-ratio=1.5: want a fraction between 0":  {runWorkers: 1, repositoryWorkers: 1, forgeWorkers: 1, memoryLimitRatio: 1.5},
+		"--memory-limit-ratio=-0.1: want a fraction between 0": {runWorkers: 1, repositoryWorkers: 1, forgeWorkers: 1, memoryLimitRatio: -0.1},
+	} {
+		if err := validate(o); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%+v: err = %v, want %q", o, err, want)
+		}
+	}
+}

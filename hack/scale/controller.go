@@ -24,7 +24,8 @@ type controller struct {
 	cmd                            *exec.Cmd
 	log                            string
 	metricsURL, pprofURL, readyURL string
-	clockTicks                     float64 // USER_HZ, the unit of /proc/<pid>/stat's CPU times
+	clockTicks                     float64       // USER_HZ, the unit of /proc/<pid>/stat's CPU times
+	cgroup                         *memoryCgroup // nil: none
 }
 
 // startController builds cmd/tau-controller and starts it on the harness's
@@ -47,20 +48,30 @@ func (h *harness) startController(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.cmd = exec.Command(bin,
+	args := []string{
 		"--kubeconfig", h.env.Kubeconfig,
 		"--metrics-bind-address", addr(0),
 		"--health-probe-bind-address", addr(1),
 		"--webhook-bind-address", addr(2),
 		"--source-bind-address", addr(3),
-		"--source-url", "http://"+addr(3),
+		"--source-url", "http://" + addr(3),
 		"--api-bind-address", addr(4),
 		"--evidence-bind-address", addr(5),
-		"--evidence-url", "http://"+addr(5),
+		"--evidence-url", "http://" + addr(5),
 		"--evidence-dir", filepath.Join(h.dir, "evidence"),
 		"--pprof-bind-address", addr(6),
 		"--cache-dir", filepath.Join(h.dir, "cache"),
-		"--namespace", "default")
+		"--namespace", "default"}
+	args = append(args, h.cfg.ctrlArgs...)
+	c.cmd = exec.Command(bin, args...)
+	if h.cfg.memLimit > 0 {
+		// The controller joins its cgroup before it starts (sh writes its
+		// own pid, then execs it), so it reads its limit as under the chart.
+		if c.cgroup, err = newMemoryCgroup(fmt.Sprintf("tau-scale-%d", os.Getpid()), h.cfg.memLimit); err != nil {
+			return err
+		}
+		c.cmd = exec.Command("/bin/sh", append([]string{"-c", `echo $$ > "$0" && exec "$@"`, c.cgroup.procs, bin}, args...)...)
+	}
 	c.cmd.Stdout, c.cmd.Stderr = log, log
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := c.cmd.Start(); err != nil {
@@ -89,7 +100,9 @@ func (c *controller) stop() {
 	case <-done:
 	case <-time.After(10 * time.Second):
 		_ = syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
+		<-done
 	}
+	c.cgroup.remove()
 }
 
 // usage is the controller's resident memory (now and peak) and CPU time.
@@ -131,12 +144,15 @@ func (c *controller) usage() (usage, error) {
 	return u, nil
 }
 
-// profile saves the controller's CPU profile over d (or its heap, when d
-// is 0) to file.
+// profile saves the controller's CPU profile over d (its heap when d is
+// 0, its goroutines when d is negative) to file.
 func (c *controller) profile(file string, d time.Duration) error {
 	url := c.pprofURL + "heap?gc=1"
-	if d > 0 {
+	switch {
+	case d > 0:
 		url = fmt.Sprintf("%sprofile?seconds=%d", c.pprofURL, int(d.Seconds()))
+	case d < 0:
+		url, d = c.pprofURL+"goroutine", 0
 	}
 	resp, err := (&http.Client{Timeout: d + time.Minute}).Get(url)
 	if err != nil {

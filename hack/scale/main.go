@@ -11,8 +11,9 @@
 // timestamps), the controller's RSS and CPU (from /proc), API requests per
 // run (client-go's counter on the controller's /metrics), forge calls per
 // run (a counting forge stand-in), git operations per minute; then the
-// submission rate, the time to drain, and the idle polls' CPU. CPU and heap
-// profiles of the controller are saved in -out.
+// submission rate, the time to drain, and the idle polls' CPU. The
+// controller's heap, goroutines and a 20 s CPU profile at each checkpoint
+// are saved in -out.
 //
 //	make scale SCALE_FLAGS='-nodes 100 -repos 100 -runs 1000'
 package main
@@ -36,6 +37,7 @@ import (
 	"github.com/taugrid/taugrid/reconciler/forge"
 	"github.com/taugrid/taugrid/reconciler/forge/forgetest"
 	"github.com/taugrid/taugrid/test/controlplane"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -49,6 +51,8 @@ type config struct {
 	idle, timeout               time.Duration
 	checkpoints                 []int
 	out                         string
+	memLimit                    int64    // the controller's memory cgroup limit, bytes; 0: none
+	ctrlArgs                    []string // more tau-controller flags
 }
 
 type harness struct {
@@ -90,9 +94,12 @@ func main() {
 	flag.DurationVar(&cfg.timeout, "timeout", time.Hour, "give up after this long")
 	flag.StringVar(&checkpoints, "checkpoints", "", "runs ended at which to report, comma separated (default: a tenth, half, all)")
 	flag.StringVar(&cfg.out, "out", "", "directory for the controller's profiles and log (default: a new one under the user cache)")
+	memLimit := flag.String("controller-memory-limit", "1Gi", "run the controller in a memory cgroup of this limit, as the chart's resources.limits.memory does (its default); 0: none")
+	ctrlArgs := flag.String("controller-flags", "", "more tau-controller flags, space separated (e.g. --run-workers 64)")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
-	if err := cfg.check(checkpoints); err != nil {
+	cfg.ctrlArgs = strings.Fields(*ctrlArgs)
+	if err := cfg.check(checkpoints, *memLimit); err != nil {
 		fmt.Fprintln(os.Stderr, "scale:", err)
 		os.Exit(2)
 	}
@@ -106,7 +113,12 @@ func main() {
 	}
 }
 
-func (c *config) check(checkpoints string) error {
+func (c *config) check(checkpoints, memLimit string) error {
+	q, err := resource.ParseQuantity(memLimit)
+	if err != nil || q.Sign() < 0 || (q.Sign() > 0 && q.Value() < 64<<20) {
+		return fmt.Errorf("-controller-memory-limit %q: want a quantity such as 1Gi or 512Mi (at least 64Mi), or 0 for none", memLimit)
+	}
+	c.memLimit = q.Value()
 	if c.nodes < 1 || c.tenants < 1 || c.repos < c.tenants || c.runs < 1 || c.rate <= 0 {
 		return fmt.Errorf("-nodes, -tenants, -runs and -rate must be positive and -repos at least -tenants (got %d, %d, %d, %g, %d)",
 			c.nodes, c.tenants, c.runs, c.rate, c.repos)
@@ -238,7 +250,6 @@ func (h *harness) measure(ctx context.Context) error {
 	start := time.Now()
 	offered := make(chan error, 1)
 	go func() { offered <- h.offer(ctx) }()
-	go h.profileAtHalf(ctx)
 	fmt.Print(tableHead)
 	prev, offerErr, said := base, error(nil), time.Now()
 	for _, cp := range h.cfg.checkpoints {
@@ -253,6 +264,7 @@ func (h *harness) measure(ctx context.Context) error {
 			}
 			if cur.ended >= cp {
 				h.checkpoint(os.Stdout, base, prev, cur)
+				h.profileAt(ctx, cp)
 				prev = cur
 				break
 			}
@@ -266,9 +278,6 @@ func (h *harness) measure(ctx context.Context) error {
 			case <-time.After(time.Second):
 			}
 		}
-	}
-	if err := h.ctrl.profile(filepath.Join(h.cfg.out, "heap.pprof"), 0); err != nil {
-		h.logf("heap profile: %v", err)
 	}
 	h.summary(start, prev)
 	return h.idlePolls(ctx)
@@ -285,18 +294,20 @@ func (h *harness) progress(c counters) {
 	h.logf("%d requested, runs by phase %v, controller RSS %.0f MiB, CPU %.1f s", h.offered.Load(), phases, c.use.rssMiB, c.use.cpu.Seconds())
 }
 
-// profileAtHalf takes a 30 s CPU profile once half the runs are requested.
-func (h *harness) profileAtHalf(ctx context.Context) {
-	for h.offered.Load() < int64(h.cfg.runs/2) {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(200 * time.Millisecond):
+// profileAt saves the controller's heap and goroutines at a checkpoint,
+// then a 20 s CPU profile in the background.
+func (h *harness) profileAt(ctx context.Context, ended int) {
+	name := func(kind string) string { return filepath.Join(h.cfg.out, fmt.Sprintf("%s-%d.pprof", kind, ended)) }
+	for kind, d := range map[string]time.Duration{"heap": 0, "goroutine": -1} {
+		if err := h.ctrl.profile(name(kind), d); err != nil {
+			h.logf("%s profile: %v", kind, err)
 		}
 	}
-	if err := h.ctrl.profile(filepath.Join(h.cfg.out, "cpu.pprof"), 30*time.Second); err != nil {
-		h.logf("CPU profile: %v", err)
-	}
+	go func() {
+		if err := h.ctrl.profile(name("cpu"), 20*time.Second); err != nil && ctx.Err() == nil {
+			h.logf("CPU profile: %v", err)
+		}
+	}()
 }
 
 // summary prints the submission rate and the drain time.

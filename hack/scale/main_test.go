@@ -10,7 +10,7 @@ import (
 
 func TestCheckpointsDefaultToATenthHalfAndAllAndBadOnesSayWhy(t *testing.T) {
 	c := config{nodes: 10, tenants: 20, repos: 100, runs: 1000, rate: 50, minRun: time.Second, maxRun: time.Minute}
-	if err := c.check(""); err != nil {
+	if err := c.check("", "1Gi"); err != nil {
 		t.Fatal(err)
 	}
 	if want := []int{100, 500, 1000}; !slices.Equal(c.checkpoints, want) {
@@ -23,12 +23,12 @@ func TestCheckpointsDefaultToATenthHalfAndAllAndBadOnesSayWhy(t *testing.T) {
 	} {
 		c := c
 		c.checkpoints = nil
-		if err := c.check(flags); err == nil || !strings.Contains(err.Error(), want) {
+		if err := c.check(flags, "1Gi"); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("-checkpoints %s: err = %v, want it to say %s", flags, err, want)
 		}
 	}
 	few := config{nodes: 10, tenants: 20, repos: 5, runs: 10, rate: 1, maxRun: time.Second}
-	if err := few.check(""); err == nil || !strings.Contains(err.Error(), "-repos at least -tenants") {
+	if err := few.check("", "1Gi"); err == nil || !strings.Contains(err.Error(), "-repos at least -tenants") {
 		t.Errorf("5 repositories for 20 tenants: err = %v, want it refused", err)
 	}
 }

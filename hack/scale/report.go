@@ -21,6 +21,7 @@ type counters struct {
 	forge             int   // status posts
 	forgeAll          int64 // forge requests of any kind
 	ended             int
+	heapMiB           float64 // the Go heap in use (go_memstats_heap_inuse_bytes)
 }
 
 func (c counters) apiTotal() float64 {
@@ -57,6 +58,9 @@ func (h *harness) sample() (counters, error) {
 			}
 		}
 		c.api[method] += m.GetCounter().GetValue()
+	}
+	for _, m := range mfs["go_memstats_heap_inuse_bytes"].GetMetric() {
+		c.heapMiB = m.GetGauge().GetValue() / (1 << 20)
 	}
 	for _, m := range mfs["taugrid_git_requests_total"].GetMetric() {
 		for _, l := range m.GetLabel() {
@@ -144,9 +148,9 @@ func (h *harness) checkpoint(w io.Writer, base, prev, cur counters) {
 			verbs = append(verbs, fmt.Sprintf("%s %.1f", m, d/n))
 		}
 	}
-	fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %s | %s | %.0f (%.0f peak) | %.1f s (%.0f ms/run) | %.1f (%s) | %.2f (%.2f) | %.0f list, %.0f fetch |\n",
+	fmt.Fprintf(w, "| %d | %d | %s | %s | %s | %s | %s | %s | %.0f (%.0f peak; heap %.0f) | %.1f s (%.0f ms/run) | %.1f (%s) | %.2f (%.2f) | %.0f list, %.0f fetch |\n",
 		cur.ended, existing, fmtPct(l.toRun), fmtPct(l.toJob), fmtPct(l.behindAdmit), fmtPct(l.behindPod), fmtPct(l.behindEnd), fmtPct(l.behindJob),
-		cur.use.rssMiB, cur.use.peakMiB, cur.use.cpu.Seconds(), float64((cur.use.cpu-base.use.cpu).Milliseconds())/n,
+		cur.use.rssMiB, cur.use.peakMiB, cur.heapMiB, cur.use.cpu.Seconds(), float64((cur.use.cpu-base.use.cpu).Milliseconds())/n,
 		(cur.apiTotal()-base.apiTotal())/n, strings.Join(verbs, ", "), float64(cur.forge-base.forge)/n, float64(cur.forgeAll-base.forgeAll)/n,
 		(cur.gitList-prev.gitList)/mins, (cur.gitFetch-prev.gitFetch)/mins)
 }
@@ -154,4 +158,4 @@ func (h *harness) checkpoint(w io.Writer, base, prev, cur counters) {
 // tableHead: lags are p50 / p99 of the runs ended since the previous row;
 // CPU, API requests and forge calls are since the first request, per run
 // ended; git operations are the previous row's window's.
-const tableHead = "| runs ended | TauRuns | request → TauRun p50 / p99 | request → Job | TauRun behind Kueue admission | behind pod Running | behind pod ended | behind Job ended | RSS MiB | controller CPU (per run) | API requests per run | forge status posts (all forge requests) per run | git ops per minute |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+const tableHead = "| runs ended | TauRuns | request → TauRun p50 / p99 | request → Job | TauRun behind Kueue admission | behind pod Running | behind pod ended | behind Job ended | RSS MiB (peak; Go heap in use) | controller CPU (per run) | API requests per run | forge status posts (all forge requests) per run | git ops per minute |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"

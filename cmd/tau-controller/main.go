@@ -8,8 +8,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"net/http"
 	"math"
+	"net/http"
 	"os"
 	"time"
 

@@ -110,7 +110,7 @@ func requestFor(o client.Object) reconcile.Request {
 }
 
 // setGPUQuota changes a ClusterQueue's GPU quota behind the platform's back.
-func setGPUQuota(t *testing.T, cq, nominal, borrowing string) {
+func setGPUQuota(t testing.TB, cq, nominal, borrowing string) {
 	t.Helper()
 	q := &kueue.ClusterQueue{}
 	if err := k8s.Get(context.Background(), client.ObjectKey{Name: cq}, q); err != nil {

@@ -440,12 +440,12 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 		if obs.Workload != nil {
 			queue = r.queueState(ctx, obs.Workload)
 		}
-		ex := r.explainDispatched(ctx, obs.Workload, runs.ExplainWait(obs.Workload, queue))
+		ex, dispatched := r.explainDispatched(ctx, obs.Workload, runs.ExplainWait(obs.Workload, queue))
 		wait, p.Message = &ex, ex.Short
 		if done, after, err := r.queueDeadlines(ctx, run, ex); done || err != nil {
 			return reconcile.Result{}, err
 		} else {
-			recheck = after
+			recheck = sooner(after, dispatched)
 		}
 	case taugridv1.PhaseAdmitted:
 		late, after, err := r.startDeadline(ctx, run)

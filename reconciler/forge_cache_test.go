@@ -26,7 +26,7 @@ var forgeBenchSeq atomic.Int32
 // on the real API server as the controller does. hack/scale: 18% of the
 // controller's CPU was deep copies of TauRuns read here.
 func BenchmarkForgeReconcileIdle(b *testing.B) {
-	f := newForgeFixture(b, fmt.Sprintf("fb%d", forgeBenchSeq.Add(1)), forge.GitHub, forgeToken)
+	f := newForgeFixture(b, fmt.Sprintf("fbench%d", forgeBenchSeq.Add(1)), forge.GitHub, forgeToken)
 	f.research.tag("run/idle")
 	f.poll(b)
 	run := f.runOf(b, "refs/tags/run/idle")
@@ -58,7 +58,7 @@ func BenchmarkForgeReconcileIdle(b *testing.B) {
 // the run's status must change nothing the cache holds (every reader
 // shares it), only the API server's copy.
 func TestForgePostsLeaveTheCachesRunAlone(t *testing.T) {
-	f := newForgeFixture(t, "fc1", forge.GitHub, forgeToken)
+	f := newForgeFixture(t, "fcache1", forge.GitHub, forgeToken)
 	f.research.tag("run/cached")
 	f.poll(t)
 	run := f.runOf(t, "refs/tags/run/cached")

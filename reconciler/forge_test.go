@@ -32,7 +32,7 @@ type forgeFixture struct {
 	r     *ForgeReconciler
 }
 
-func newForgeFixture(t *testing.T, prefix string, typ forge.Type, secretToken string) *forgeFixture {
+func newForgeFixture(t testing.TB, prefix string, typ forge.Type, secretToken string) *forgeFixture {
 	t.Helper()
 	srv := forgetest.New(typ, forgeToken)
 	t.Cleanup(srv.Close)
@@ -40,7 +40,7 @@ func newForgeFixture(t *testing.T, prefix string, typ forge.Type, secretToken st
 }
 
 // newForgeFixtureOn reports to srv with a Secret holding data.
-func newForgeFixtureOn(t *testing.T, prefix string, srv *forgetest.Server, data map[string][]byte, checkRuns bool) *forgeFixture {
+func newForgeFixtureOn(t testing.TB, prefix string, srv *forgetest.Server, data map[string][]byte, checkRuns bool) *forgeFixture {
 	t.Helper()
 	typ := srv.Type
 	f := &forgeFixture{runFixture: newRunFixture(t, prefix), srv: srv,
@@ -65,13 +65,13 @@ func (f *forgeFixture) reconciler() *ForgeReconciler {
 	return &ForgeReconciler{Client: k8s, Clock: f.clock, Recorder: f.rec}
 }
 
-func (f *forgeFixture) reconcileForge(t *testing.T, name string) (reconcile.Result, error) {
+func (f *forgeFixture) reconcileForge(t testing.TB, name string) (reconcile.Result, error) {
 	t.Helper()
 	return f.r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: f.ns, Name: name}})
 }
 
 // mustReconcileForge reconciles and fails the test on an error.
-func (f *forgeFixture) mustReconcileForge(t *testing.T, name string) reconcile.Result {
+func (f *forgeFixture) mustReconcileForge(t testing.TB, name string) reconcile.Result {
 	t.Helper()
 	res, err := f.reconcileForge(t, name)
 	if err != nil {

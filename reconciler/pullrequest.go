@@ -46,6 +46,8 @@ type PullRequests struct {
 	// MaxTree is the largest source archive of a head validated; 0 means
 	// maxPullRequestTree.
 	MaxTree int64
+
+	listings *memo[types.NamespacedName, pullListing] // see listed
 }
 
 // Bounds of pull request validation. Forges keep the head ref of every
@@ -73,7 +75,10 @@ var errTreeTooLarge = errors.New("tree too large")
 // only heads of pull requests still open (at most maxPullRequests). A head
 // that cannot be validated (too large, gone) gets a status saying why; a
 // transient failure is returned and retried at the next poll, after the
-// other heads are done. refs is the poll's listing; nil lists again.
+// other heads are done. refs is the poll's listing; nil lists again. The
+// forge is asked which pull requests are open only when the head refs, the
+// spec or status.validatedHeads changed since its last answer was all
+// done, or that answer is pullListingRefresh intervals old (see listed).
 func (p *PullRequests) reconcilePullRequests(ctx context.Context, repo *taugridv1.TauRepository, remote gitsource.Remote, refs gitsource.RefSet) error {
 	if refs == nil {
 		var err error
@@ -85,8 +90,18 @@ func (p *PullRequests) reconcilePullRequests(ctx context.Context, repo *taugridv
 	if !ok {
 		return nil
 	}
+	pulls := pullHeads(refs)
+	if len(pulls) == 0 { // nothing to validate, nothing to ask the forge
+		repo.Status.ValidatedHeads = nil
+		return nil
+	}
+	now := p.now()
+	if p.listed(repo, pulls, now) {
+		return nil
+	}
 	heads, err := p.openHeads(ctx, repo, refs)
 	if err != nil {
+		p.forget(client.ObjectKeyFromObject(repo))
 		return err
 	}
 	done := map[string]bool{}
@@ -108,7 +123,12 @@ func (p *PullRequests) reconcilePullRequests(ctx context.Context, repo *taugridv
 		validated[head] = true
 	}
 	repo.Status.ValidatedHeads = slices.Sorted(maps.Keys(validated))
-	return errors.Join(errs...)
+	if len(errs) > 0 {
+		p.forget(client.ObjectKeyFromObject(repo))
+		return errors.Join(errs...)
+	}
+	p.remember(repo, pulls, now)
+	return nil
 }
 
 // openHeads maps the head refs to validate to their commits: those of the

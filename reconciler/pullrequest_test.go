@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/gitsource"
 	"github.com/taugrid/taugrid/reconciler/forge"
 	"github.com/taugrid/taugrid/reconciler/forge/forgetest"
@@ -79,8 +80,9 @@ func TestPullRequestHeadsThatChangeATauFileGetAValidationStatus(t *testing.T) {
 }
 
 // pullsAPI serves Gitea's GET /api/v1/repos/{owner}/{repo}/pulls?state=open
-// with open, and hands every other request (status posts) to srv.
-func pullsAPI(t *testing.T, srv http.Handler, token string, open func() []forge.PullRequest) *httptest.Server {
+// with open (an error answers 503), and hands every other request (status
+// posts) to srv.
+func pullsAPI(t *testing.T, srv http.Handler, token string, open func() ([]forge.PullRequest, error)) *httptest.Server {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/v1/repos/{owner}/{repo}/pulls", func(w http.ResponseWriter, r *http.Request) {
@@ -88,8 +90,13 @@ func pullsAPI(t *testing.T, srv http.Handler, token string, open func() []forge.
 			http.Error(w, `{"message":"want a token and state=open"}`, http.StatusForbidden)
 			return
 		}
+		listed, err := open()
+		if err != nil {
+			http.Error(w, fmt.Sprintf(`{"message":%q}`, err), http.StatusServiceUnavailable)
+			return
+		}
 		var prs []map[string]any
-		for _, pr := range open() {
+		for _, pr := range listed {
 			prs = append(prs, map[string]any{"number": pr.Number, "state": "open", "head": map[string]any{"sha": pr.Head, "ref": "topic"}})
 		}
 		if r.URL.Query().Get("page") != "1" {
@@ -128,20 +135,12 @@ func TestOnlyOpenPullRequestsAreValidatedAndATooLargeOneIsSkippedAlone(t *testin
 		return f.research.git("-C", f.research.work, "rev-parse", "HEAD")
 	}
 	closed1, open2, closed3, big10 := push("1", false), push("2", false), push("3", false), push("10", true)
-	api := pullsAPI(t, f.srv, forgeToken, func() []forge.PullRequest {
-		return []forge.PullRequest{{Number: 10, Head: big10}, {Number: 2, Head: open2}}
+	api := pullsAPI(t, f.srv, forgeToken, func() ([]forge.PullRequest, error) {
+		return []forge.PullRequest{{Number: 10, Head: big10}, {Number: 2, Head: open2}}, nil
 	})
 	ctx := context.Background()
-	repo := f.repo.DeepCopy()
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(f.repo), repo); err != nil {
-		t.Fatal(err)
-	}
+	repo := f.forgeAPI(t, api.URL)
 	base := repo.DeepCopy()
-	repo.Spec.Forge.APIURL = api.URL
-	if err := k8s.Patch(ctx, repo, client.MergeFrom(base)); err != nil {
-		t.Fatal(err)
-	}
-	base = repo.DeepCopy()
 	repo.Status.ValidatedHeads = []string{closed1, strings.Repeat("e", 40), strings.Repeat("f", 40)} // from long ago
 	if err := k8s.Status().Patch(ctx, repo, client.MergeFrom(base)); err != nil {
 		t.Fatal(err)
@@ -173,6 +172,23 @@ func TestOnlyOpenPullRequestsAreValidatedAndATooLargeOneIsSkippedAlone(t *testin
 	if d := cmp.Diff(want, repo.Status.ValidatedHeads); d != "" {
 		t.Errorf("validated heads (-want +got):\n%s", d)
 	}
+}
+
+// forgeAPI points the repository's spec.forge at url and returns it as
+// the API server has it then.
+func (f *forgeFixture) forgeAPI(t *testing.T, url string) *taugridv1.TauRepository {
+	t.Helper()
+	ctx := context.Background()
+	repo := f.repo.DeepCopy()
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(f.repo), repo); err != nil {
+		t.Fatal(err)
+	}
+	base := repo.DeepCopy()
+	repo.Spec.Forge.APIURL = url
+	if err := k8s.Patch(ctx, repo, client.MergeFrom(base)); err != nil {
+		t.Fatal(err)
+	}
+	return repo
 }
 
 func TestWithoutAPullRequestListOnlyTheNewestHeadsAreValidated(t *testing.T) {

@@ -69,6 +69,9 @@ type RepositoryReconciler struct {
 func (r *RepositoryReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	repo := &taugridv1.TauRepository{}
 	if err := r.Get(ctx, req.NamespacedName, repo); err != nil {
+		if apierrors.IsNotFound(err) && r.PullRequests != nil {
+			r.PullRequests.forget(req.NamespacedName)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if !repo.DeletionTimestamp.IsZero() || repo.Spec.Suspend {

@@ -7,17 +7,17 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
 
-// The cache keeps, of every pod spec it holds (a run's pods, and the pod
-// templates of its Job, RayJob and Kueue Workload), only what the
-// controller reads from the cache: where a pod runs and what it asks for
-// (nodeName, nodeSelector, tolerations, each container's name and
-// resources: the run's phase, its wait explanations, the janitor, GPU
-// usage) and the Secrets it names (env, envFrom, volumes, image pull
-// secrets: evidence and logs mask their values). The rest (commands,
-// environment values, mounts, probes, affinity) is most of a pod's size
-// and is read, where needed, from the rendered objects or the API server.
-// Each pod spec then weighs about a tenth of what it did (hack/scale: pod
-// specs were a quarter of the heap at 10,000 runs).
+// The cache keeps, of every pod it holds, only what the controller reads
+// from the cache: where the pod runs and what it asks for (nodeName,
+// nodeSelector, tolerations, each container's name and resources: the
+// run's phase, its wait explanations, the janitor, GPU usage) and the
+// Secrets it names (env, envFrom, volumes, image pull secrets: evidence
+// and logs mask their values). The rest (commands, environment values,
+// mounts, probes, affinity) is most of a pod's size. Of the pod templates
+// of Jobs, RayJobs and Kueue Workloads it keeps no spec at all: what a
+// run's workload asks for is read from the objects the run reconciler
+// renders (queueing, evidence), never from the cached copies (hack/scale:
+// pod specs were a quarter of the heap at 10,000 runs).
 //
 // The cached objects are never written back whole: TauGrid patches Jobs,
 // Workloads and pods with merge patches computed against the same slim
@@ -88,16 +88,16 @@ func slimPodSpecs(obj any) {
 	case *corev1.Pod:
 		slimPodSpec(&o.Spec)
 	case *batchv1.Job:
-		slimPodSpec(&o.Spec.Template.Spec)
+		o.Spec.Template.Spec = corev1.PodSpec{}
 	case *kueue.Workload:
 		for i := range o.Spec.PodSets {
-			slimPodSpec(&o.Spec.PodSets[i].Template.Spec)
+			o.Spec.PodSets[i].Template.Spec = corev1.PodSpec{}
 		}
 	case *rayv1.RayJob:
 		if rc := o.Spec.RayClusterSpec; rc != nil {
-			slimPodSpec(&rc.HeadGroupSpec.Template.Spec)
+			rc.HeadGroupSpec.Template.Spec = corev1.PodSpec{}
 			for i := range rc.WorkerGroupSpecs {
-				slimPodSpec(&rc.WorkerGroupSpecs[i].Template.Spec)
+				rc.WorkerGroupSpecs[i].Template.Spec = corev1.PodSpec{}
 			}
 		}
 	}

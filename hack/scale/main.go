@@ -52,6 +52,7 @@ type config struct {
 	checkpoints                 []int
 	out                         string
 	memLimit                    int64    // the controller's memory cgroup limit, bytes; 0: none
+	clusterQPS                  float32  // the scheduler's and Job controller's request rate
 	ctrlArgs                    []string // more tau-controller flags
 }
 
@@ -95,10 +96,11 @@ func main() {
 	flag.StringVar(&checkpoints, "checkpoints", "", "runs ended at which to report, comma separated (default: a tenth, half, all)")
 	flag.StringVar(&cfg.out, "out", "", "directory for the controller's profiles and log (default: a new one under the user cache)")
 	memLimit := flag.String("controller-memory-limit", "1Gi", "run the controller in a memory cgroup of this limit, as the chart's resources.limits.memory does (its default); 0: none")
+	qps := flag.Float64("cluster-qps", 100, "request rate of the kube-scheduler and the Job controller (kube-controller-manager), burst twice that, as a cluster of this size runs them (Kubernetes' own defaults, 50 and 20, pace pod creation to a few Jobs a second); 0: their defaults")
 	ctrlArgs := flag.String("controller-flags", "", "more tau-controller flags, space separated (e.g. --run-workers 64)")
 	flag.Parse()
 	ctrllog.SetLogger(logr.Discard())
-	cfg.ctrlArgs = strings.Fields(*ctrlArgs)
+	cfg.ctrlArgs, cfg.clusterQPS = strings.Fields(*ctrlArgs), float32(*qps)
 	if err := cfg.check(checkpoints, *memLimit); err != nil {
 		fmt.Fprintln(os.Stderr, "scale:", err)
 		os.Exit(2)
@@ -181,7 +183,7 @@ func run(ctx context.Context, cfg config) (err error) {
 func (h *harness) setUp(ctx context.Context) error {
 	h.logf("starting the control plane (API server, etcd, Kueue, scheduler, Job controller, kwok)")
 	var err error
-	h.env, err = controlplane.Start(ctx, controlplane.Options{Kueue: true, Nodes: true,
+	h.env, err = controlplane.Start(ctx, controlplane.Options{Kueue: true, Nodes: true, ClientQPS: h.cfg.clusterQPS,
 		CRDDirectoryPaths: []string{filepath.Join(h.root, "api", "crds")}})
 	if err != nil {
 		return err

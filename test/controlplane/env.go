@@ -29,6 +29,13 @@ type Options struct {
 	// MultiKueue, when set, makes this control plane's Kueue a MultiKueue
 	// manager with these settings (see StartFleet).
 	MultiKueue *MultiKueueSettings
+	// ClientQPS is the request rate the scheduler and the Job controller
+	// (kube-controller-manager) use towards the API server, their burst
+	// twice that; 0 keeps their defaults (20 for the controller manager, 50
+	// for the scheduler). A cluster of a thousand nodes runs them higher, as
+	// Kubernetes' own scale tests do: at 20 a second the Job controller
+	// creates pods for only a few Jobs a second.
+	ClientQPS float32
 
 	kueueArgs []string // appended to Kueue's command line; tests use them to make it fail
 }

@@ -45,14 +45,14 @@ func (e *Env) startNodes(ctx context.Context, binDir string) error {
 	errs := make([]error, 3)
 	wg.Go(func() {
 		errs[0] = e.runOnFreePort(ctx, BinScheduler, filepath.Join(binDir, BinScheduler), func(port int) ([]string, string) {
-			return append(e.servingArgs(port), "--leader-elect=false"), fmt.Sprintf("https://127.0.0.1:%d/readyz", port)
+			return append(append(e.servingArgs(port), "--leader-elect=false"), e.clientRateArgs()...), fmt.Sprintf("https://127.0.0.1:%d/readyz", port)
 		})
 	})
 	wg.Go(func() {
 		errs[1] = e.runOnFreePort(ctx, BinControllerManager, filepath.Join(binDir, BinControllerManager), func(port int) ([]string, string) {
-			return append(e.servingArgs(port), "--leader-elect=false", "--controllers="+kcmControllers,
-					"--use-service-account-credentials=false", "--concurrent-job-syncs=10", "--concurrent-gc-syncs=10"),
-				fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
+			args := append(e.servingArgs(port), "--leader-elect=false", "--controllers="+kcmControllers,
+				"--use-service-account-credentials=false", "--concurrent-job-syncs=10", "--concurrent-gc-syncs=10")
+			return append(args, e.clientRateArgs()...), fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
 		})
 	})
 	wg.Go(func() {
@@ -65,6 +65,15 @@ func (e *Env) startNodes(ctx context.Context, binDir string) error {
 	})
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// clientRateArgs set the scheduler's and the controller manager's request
+// rate (Options.ClientQPS); none keeps their defaults.
+func (e *Env) clientRateArgs() []string {
+	if e.opts.ClientQPS <= 0 {
+		return nil
+	}
+	return []string{fmt.Sprintf("--kube-api-qps=%g", e.opts.ClientQPS), fmt.Sprintf("--kube-api-burst=%d", int(2*e.opts.ClientQPS))}
 }
 
 // servingArgs are the flags kube-scheduler and kube-controller-manager share:

@@ -51,8 +51,9 @@ type config struct {
 	idle, timeout               time.Duration
 	checkpoints                 []int
 	out                         string
-	memLimit                    int64    // the controller's memory cgroup limit, bytes; 0: none
-	clusterQPS                  float32  // the scheduler's and Job controller's request rate
+	memLimit                    int64   // the controller's memory cgroup limit, bytes; 0: none
+	clusterQPS                  float32 // the scheduler's and Job controller's request rate
+	startDeadline               time.Duration
 	ctrlArgs                    []string // more tau-controller flags
 }
 
@@ -96,6 +97,7 @@ func main() {
 	flag.StringVar(&checkpoints, "checkpoints", "", "runs ended at which to report, comma separated (default: a tenth, half, all)")
 	flag.StringVar(&cfg.out, "out", "", "directory for the controller's profiles and log (default: a new one under the user cache)")
 	memLimit := flag.String("controller-memory-limit", "1Gi", "run the controller in a memory cgroup of this limit, as the chart's resources.limits.memory does (its default); 0: none")
+	flag.DurationVar(&cfg.startDeadline, "start-deadline", 2*time.Hour, "the platform's start_deadline: how long an admitted run's pods may take to start before it fails (the example platform's is 10m)")
 	qps := flag.Float64("cluster-qps", 100, "request rate of the kube-scheduler and the Job controller (kube-controller-manager), burst twice that, as a cluster of this size runs them (Kubernetes' own defaults, 50 and 20, pace pod creation to a few Jobs a second); 0: their defaults")
 	ctrlArgs := flag.String("controller-flags", "", "more tau-controller flags, space separated (e.g. --run-workers 64)")
 	flag.Parse()
@@ -276,6 +278,11 @@ func (h *harness) measure(ctx context.Context) error {
 					return offerErr
 				}
 			case <-ctx.Done():
+				// What was reached is a row too, with its profiles: the
+				// ceiling is what a run that does not finish measures.
+				fmt.Println("\nat the timeout:")
+				h.checkpoint(os.Stdout, base, prev, cur)
+				h.profileAt(context.Background(), cur.ended)
 				return fmt.Errorf("%w: %d of %d runs ended, %d requested (controller log: %s)", ctx.Err(), cur.ended, h.cfg.runs, h.offered.Load(), h.ctrl.log)
 			case <-time.After(time.Second):
 			}

@@ -127,7 +127,15 @@ spec:
 		return err
 	}
 	head, _, _ := strings.Cut(string(policy), "tenants:\n")
+	limits, err := os.ReadFile(filepath.Join(src, "limits.yaml"))
+	if err != nil {
+		return err
+	}
 	for file, text := range map[string]string{
+		// The harness's control plane on a few cores starts the pods of
+		// thousands of admitted Jobs more slowly than the example's
+		// platform allows before it fails them as infrastructure faults.
+		"limits.yaml":               fmt.Sprintf("%sstart_deadline: %s\n", limits, h.cfg.startDeadline),
 		"tenants.yaml":              head + tenants.String(),
 		"kueue/cluster-queues.yaml": queues.String(),
 		"kueue/tenants.yaml":        locals.String(),

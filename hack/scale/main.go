@@ -280,7 +280,7 @@ func (h *harness) measure(ctx context.Context) error {
 			case <-ctx.Done():
 				// What was reached is a row too, with its profiles: the
 				// ceiling is what a run that does not finish measures.
-				fmt.Println("\nat the timeout:")
+				fmt.Println("\nwhen stopped (the timeout or an interrupt):")
 				h.checkpoint(os.Stdout, base, prev, cur)
 				h.profileAt(context.Background(), cur.ended)
 				return fmt.Errorf("%w: %d of %d runs ended, %d requested (controller log: %s)", ctx.Err(), cur.ended, h.cfg.runs, h.offered.Load(), h.ctrl.log)

@@ -21,7 +21,6 @@ import (
 	"github.com/taugrid/taugrid/runs"
 	"github.com/taugrid/taugrid/test/controlplane"
 	batchv1 "k8s.io/api/batch/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -46,66 +45,18 @@ const workerHFToken = "hf-worker-secret-value-9876543210"
 
 // workerKubelet is a stand-in kubelet on a fleet worker: a GPU node the
 // worker's scheduler places pods on, whose container logs the worker's API
-// server serves, healthy an hour ago. Its Lease is renewed until the test
-// ends, so the worker's node-lifecycle controller keeps it Ready.
+// server serves, healthy an hour ago, until the test ends.
 func workerKubelet(t *testing.T, w client.Client, node string) *controlplane.Kubelet {
 	t.Helper()
-	ctx := context.Background()
-	k := controlplane.StartKubelet(t, w, node)
-	like := controlplane.GPUNode(node)
-	now, hourAgo := metav1.Now(), metav1.NewTime(time.Now().Add(-time.Hour))
-	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		n := &corev1.Node{}
-		if err := w.Get(ctx, client.ObjectKey{Name: node}, n); err != nil {
-			return err
-		}
-		n.Labels = like.Labels
-		if err := w.Update(ctx, n); err != nil {
-			return err
-		}
-		n.Status.Capacity, n.Status.Allocatable = like.Status.Capacity, like.Status.Allocatable
-		n.Status.Conditions = []corev1.NodeCondition{
-			{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: hourAgo},
-			{Type: taugridv1.ConditionGPUHealthy, Status: corev1.ConditionTrue, Reason: "Healthy", Message: "8 GPUs healthy", LastTransitionTime: hourAgo},
-		}
-		return w.Status().Update(ctx, n)
-	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	hourAgo := time.Now().Add(-time.Hour)
+	k, err := controlplane.RunGPUKubelet(ctx, w, node, hourAgo, corev1.NodeCondition{Type: taugridv1.ConditionGPUHealthy, Status: corev1.ConditionTrue,
+		Reason: "Healthy", Message: "8 GPUs healthy", LastTransitionTime: metav1.NewTime(hourAgo)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	renewLease(t, w, node)
 	return k
-}
-
-// renewLease keeps node's heartbeat Lease fresh until the test ends.
-func renewLease(t *testing.T, w client.Client, node string) {
-	t.Helper()
-	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-node-lease", Name: node},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(node), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: &metav1.MicroTime{Time: time.Now()}}}
-	if err := w.Create(context.Background(), lease); err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	t.Cleanup(func() { close(done) })
-	go func() {
-		tick := time.NewTicker(5 * time.Second)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-					cur := &coordinationv1.Lease{}
-					if err := w.Get(context.Background(), client.ObjectKeyFromObject(lease), cur); err != nil {
-						return err
-					}
-					cur.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-					return w.Update(context.Background(), cur)
-				})
-			}
-		}
-	}()
 }
 
 // setGPUHealth sets a worker node's TauGPUHealthy condition, as

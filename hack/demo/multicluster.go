@@ -17,7 +17,6 @@ import (
 	"github.com/taugrid/taugrid/render"
 	"github.com/taugrid/taugrid/test/controlplane"
 	batchv1 "k8s.io/api/batch/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -152,7 +151,7 @@ func (d *demo) startFleet(ctx context.Context) error {
 	if err := fl.Workers[fullWorker].AddNodes(ctx, controlplane.GPUNode(fullWorker+"-gpu-0")); err != nil {
 		return err
 	}
-	d.fleet.kubelet, err = startGPUNode(nodeCtx, d.fleet.workers[freeWorker], gpuNode)
+	d.fleet.kubelet, err = controlplane.RunGPUKubelet(nodeCtx, d.fleet.workers[freeWorker], gpuNode, time.Now())
 	if err != nil {
 		return fmt.Errorf("worker %s: %w", freeWorker, err)
 	}
@@ -179,63 +178,6 @@ func provisionTenant(ctx context.Context, c client.Client) error {
 		}
 	}
 	return nil
-}
-
-// startGPUNode is an 8-GPU node whose container logs the worker's API
-// server serves from the demo's stand-in kubelet; its heartbeat Lease is
-// renewed until ctx ends, so the worker keeps it Ready.
-func startGPUNode(ctx context.Context, c client.Client, name string) (*controlplane.Kubelet, error) {
-	k, err := controlplane.RunKubelet(ctx, c, name)
-	if err != nil {
-		return nil, err
-	}
-	like := controlplane.GPUNode(name)
-	err = retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		n := &corev1.Node{}
-		if err := c.Get(ctx, client.ObjectKey{Name: name}, n); err != nil {
-			return err
-		}
-		n.Labels = like.Labels
-		if err := c.Update(ctx, n); err != nil {
-			return err
-		}
-		now := metav1.Now()
-		n.Status.Capacity, n.Status.Allocatable = like.Status.Capacity, like.Status.Allocatable
-		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady",
-			LastHeartbeatTime: now, LastTransitionTime: now}}
-		return c.Status().Update(ctx, n)
-	})
-	if err != nil {
-		return nil, err
-	}
-	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-node-lease", Name: name},
-		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(name), LeaseDurationSeconds: ptr.To[int32](40), RenewTime: &metav1.MicroTime{Time: time.Now()}}}
-	if err := c.Create(ctx, lease); err != nil {
-		return nil, err
-	}
-	go renewLease(ctx, c, client.ObjectKeyFromObject(lease))
-	return k, nil
-}
-
-// renewLease renews a node's Lease every 5 s until ctx ends.
-func renewLease(ctx context.Context, c client.Client, key client.ObjectKey) {
-	tick := time.NewTicker(5 * time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-				cur := &coordinationv1.Lease{}
-				if err := c.Get(ctx, key, cur); err != nil {
-					return err
-				}
-				cur.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
-				return c.Update(ctx, cur)
-			})
-		}
-	}
 }
 
 // multicluster pushes a run tag and follows the run to the worker with

@@ -191,7 +191,7 @@ func (r *ForgeReconciler) settle(ctx context.Context, run *taugridv1.TauRun, pos
 // it. A post the forge surely refused puts the previous record back.
 func (r *ForgeReconciler) post(ctx context.Context, run *taugridv1.TauRun, poster forge.StatusPoster, want forge.Status, checkRuns bool) error {
 	if t, ok := poster.(forge.Taker); ok {
-		if err := t.Take(); err != nil {
+		if err := t.Take(want); err != nil {
 			return err // the forge's budget is spent: nothing written, nothing to restore
 		}
 	}

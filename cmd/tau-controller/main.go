@@ -22,6 +22,7 @@ import (
 	"github.com/taugrid/taugrid/reconciler/forge"
 	"github.com/taugrid/taugrid/runs"
 	"github.com/taugrid/taugrid/server"
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -50,6 +51,8 @@ type options struct {
 	multiKueueNamespace                                      string
 	readGPUUsage                                             bool
 	runWorkers, repositoryWorkers, forgeWorkers              int
+	forgeRate                                                float64
+	forgeBurst                                               int
 	memoryLimitRatio                                         float64
 }
 
@@ -81,6 +84,8 @@ func main() {
 	flag.IntVar(&o.runWorkers, "run-workers", reconciler.DefaultRunWorkers, "runs reconciled at once (each mostly waits on the API server)")
 	flag.IntVar(&o.repositoryWorkers, "repository-workers", reconciler.DefaultRepositoryWorkers, "repositories polled at once (each mostly waits on its git remote)")
 	flag.IntVar(&o.forgeWorkers, "forge-workers", reconciler.DefaultForgeWorkers, "runs whose commit status is posted at once (each mostly waits on the forge)")
+	flag.Float64Var(&o.forgeRate, "forge-rate", float64(forge.DefaultRate), "commit status posts a second per forge credential (API URL and token), which every repository using it shares; the default stays under GitHub's 5,000 requests an hour")
+	flag.IntVar(&o.forgeBurst, "forge-burst", forge.DefaultBurst, "commit status posts per forge credential allowed at once above --forge-rate")
 	flag.Float64Var(&o.memoryLimitRatio, "memory-limit-ratio", 0.9, "set the Go runtime's soft memory limit (GOMEMLIMIT) to this fraction of the container's cgroup memory limit, so the heap is collected before the container is killed; 0 leaves it; a GOMEMLIMIT in the environment wins")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
@@ -103,6 +108,12 @@ func validate(o options) error {
 		if n < 1 {
 			return fmt.Errorf("%s=%d: want at least 1", name, n)
 		}
+	}
+	if o.forgeBurst < 1 {
+		return fmt.Errorf("--forge-burst=%d: want at least 1", o.forgeBurst)
+	}
+	if !(o.forgeRate > 0) || math.IsInf(o.forgeRate, 0) {
+		return fmt.Errorf("--forge-rate=%g: want a number of posts a second above 0", o.forgeRate)
 	}
 	if o.memoryLimitRatio < 0 || o.memoryLimitRatio > 1 {
 		return fmt.Errorf("--memory-limit-ratio=%g: want a fraction between 0 (off) and 1", o.memoryLimitRatio)
@@ -222,8 +233,12 @@ func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 	if err != nil {
 		return err
 	}
+	buckets := &forge.Buckets{Rate: rate.Limit(o.forgeRate), Burst: o.forgeBurst}
+	if err := crmetrics.Registry.Register(buckets.WaitingGauge()); err != nil {
+		return err
+	}
 	forges := &reconciler.ForgeReconciler{Client: c, Clock: clk, Recorder: mgr.GetEventRecorder("tau-forge"), Metrics: forgeMetrics,
-		GitHubAPIURL: forge.DefaultGitHubAPI, AppTokens: &forge.AppTokens{Clock: clk, Metrics: forgeMetrics}, Buckets: &forge.Buckets{},
+		GitHubAPIURL: forge.DefaultGitHubAPI, AppTokens: &forge.AppTokens{Clock: clk, Metrics: forgeMetrics}, Buckets: buckets,
 		Workers: o.forgeWorkers}
 	pulls := &reconciler.PullRequests{Client: c, Git: git, Policies: policies, Forge: forges}
 	usage, err := setupGPUUsage(mgr, o)

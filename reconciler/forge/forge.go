@@ -122,7 +122,7 @@ func New(c Config) (StatusPoster, error) {
 	if err != nil || c.Buckets == nil {
 		return p, err
 	}
-	return &paced{StatusPoster: p, forge: c.Type, bucket: c.Buckets.For(c.APIURL, c.Token), clock: c.Clock}, nil
+	return &paced{StatusPoster: p, forge: c.Type, bucket: c.Buckets.bucketFor(c.APIURL, c.Token), clock: c.Clock}, nil
 }
 
 func newPoster(c Config) (StatusPoster, error) {

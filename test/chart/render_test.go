@@ -41,6 +41,7 @@ controller:
   podAnnotations: {example.com/team: platform}
   multiKueueNamespace: kueue-system
   workers: {runs: 64, repositories: 24, forge: 12}
+  forge: {rate: 4, burst: 40}
   memoryLimitRatio: 0.8
   extraArgs: ["--kube-api-qps=50"]
 fetchImage: {tag: v0.2.0}
@@ -293,6 +294,7 @@ func TestOptionsRenderWhatTheySay(t *testing.T) {
 		"multikueue":   arg(c.Args, "--multikueue-namespace"),
 		"workers":      arg(c.Args, "--run-workers") + "," + arg(c.Args, "--repository-workers") + "," + arg(c.Args, "--forge-workers"),
 		"memory ratio": arg(c.Args, "--memory-limit-ratio"),
+		"forge pace":   arg(c.Args, "--forge-rate") + "," + arg(c.Args, "--forge-burst"),
 		"ingress":      kindNames(r, "Ingress"),
 		"monitors":     kindNames(r, "ServiceMonitor"),
 		"rules":        kindNames(r, "PrometheusRule"),
@@ -305,7 +307,7 @@ func TestOptionsRenderWhatTheySay(t *testing.T) {
 		"image":       "ghcr.io/taugrid/tau-controller@sha256:" + strings.Repeat("a", 64),
 		"fetch-image": "ghcr.io/taugrid/tau:v0.2.0", "evidence": ":8090", "cache": "pvc:tau-controller-cache",
 		"s3 secret": "evidence-s3/secret-access-key", "log level": "debug", "multikueue": "kueue-system",
-		"workers": "64,24,12", "memory ratio": "0.8",
+		"workers": "64,24,12", "memory ratio": "0.8", "forge pace": "4,40",
 		"ingress": "tau-controller", "monitors": "tau-controller,tau-nodeagent", "rules": "taugrid",
 		"dashboards": "taugrid-dashboard-gpu-health,taugrid-dashboard-gpu-utilization,taugrid-dashboard-kueue,taugrid-dashboard-queues,taugrid-dashboard-ray,taugrid-dashboard-runs",
 		"platform":   "platform", "pvcs": "tau-controller-cache", "agent driver": "ghcr.io/taugrid/tau-nodeagent:v0.1.1",

@@ -115,3 +115,44 @@ func TestDetectOnRebuiltRefsStartsTheNewAndCancelsTheGone(t *testing.T) {
 		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }
+
+// The digest names the run refs and their objects, whatever the listing's
+// order: a ref added, gone or moved changes it, a branch does not.
+func TestTheRunRefsDigestNamesTheRunRefsAndTheirObjects(t *testing.T) {
+	sha := func(i int) string { return fmt.Sprintf("%040x", i) }
+	refs := RefSet{"refs/heads/main": {SHA: sha(1)}}
+	for i := range 100 {
+		refs[fmt.Sprintf("refs/tags/run/sweep-%03d", i)] = Ref{SHA: sha(100 + i)}
+	}
+	refs["refs/tau/run/abc"] = Ref{SHA: sha(7), Peeled: sha(8)}
+	d := RunRefsDigest(refs)
+	if len(d) != 32 {
+		t.Fatalf("digest %q: want 32 hex digits", d)
+	}
+	same := maps.Clone(refs)
+	if got := RunRefsDigest(same); got != d {
+		t.Errorf("the same refs give %s, want %s", got, d)
+	}
+	for name, change := range map[string]func(RefSet){
+		"a tag added":     func(r RefSet) { r["refs/tags/run/new"] = Ref{SHA: sha(2)} },
+		"a tag gone":      func(r RefSet) { delete(r, "refs/tags/run/sweep-042") },
+		"a tag moved":     func(r RefSet) { r["refs/tags/run/sweep-042"] = Ref{SHA: sha(3)} },
+		"a run ref moved": func(r RefSet) { r["refs/tau/run/abc"] = Ref{SHA: sha(9)} },
+		"two tags swapped": func(r RefSet) {
+			a, b := r["refs/tags/run/sweep-001"], r["refs/tags/run/sweep-002"]
+			r["refs/tags/run/sweep-001"], r["refs/tags/run/sweep-002"] = b, a
+		},
+	} {
+		r := maps.Clone(refs)
+		change(r)
+		if RunRefsDigest(r) == d {
+			t.Errorf("%s: the digest did not change", name)
+		}
+	}
+	branch := maps.Clone(refs)
+	branch["refs/heads/main"] = Ref{SHA: sha(4)}
+	branch["refs/heads/dev"] = Ref{SHA: sha(5)}
+	if got := RunRefsDigest(branch); got != d {
+		t.Errorf("a branch moved and one added: digest %s, want %s (branches are recorded apart)", got, d)
+	}
+}

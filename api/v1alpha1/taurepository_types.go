@@ -206,9 +206,9 @@ type RefusedRef struct {
 // refs that keeps run creation exactly-once: every ref the last poll saw
 // either has a TauRun (labelled with its ref and object) or is among Unrun.
 type RunRefLedger struct {
-	// Digest is the sha256 of the run tags and run refs, with their
-	// objects, that the last poll saw: a poll that lists the same digest
-	// has nothing new.
+	// Digest names the run tags and run refs, with their objects, that the
+	// last poll saw (a sum of one 128-bit XXH3 hash per ref): a poll that
+	// lists the same digest has nothing new.
 	Digest string `json:"digest"`
 
 	// Count is how many run tags and run refs that was.

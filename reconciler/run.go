@@ -823,10 +823,10 @@ func (r *RunReconciler) setCondition(run *taugridv1.TauRun, t string, s metav1.C
 // and RayJobs they own, Kueue's Workloads for those, and their pods.
 func (r *RunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		// Only spec changes (creation, cancellation) and annotations matter;
-		// the run's own status patches would only wake it for nothing.
-		// A resume request is an annotation.
-		For(&taugridv1.TauRun{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		// Only spec changes (creation, cancellation), annotations and the
+		// evidence's seal matter; the run's other status patches would only
+		// wake it for nothing. A resume request is an annotation.
+		For(&taugridv1.TauRun{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, sealedNow()))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.Workers, DefaultRunWorkers)}).
 		Owns(&batchv1.Job{}).
 		Owns(&rayv1.RayJob{}).

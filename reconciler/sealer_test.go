@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
@@ -94,5 +95,36 @@ func TestTheRunReconcilerRecordsTheEndAndTheEvidenceControllerSeals(t *testing.T
 	f.bundle(t, run.Name)
 	if res, err := f.runRec.Reconcile(ctx, req); err != nil || res.RequeueAfter != 0 {
 		t.Errorf("once sealed: %+v, %v; want nothing more to do", res, err)
+	}
+}
+
+// The seal wakes the run reconciler, which ignores its runs' other status
+// changes: its ended attempts are released at once, not at the backstop.
+func TestTheSealOfARunsEvidenceWakesItsReconciler(t *testing.T) {
+	withEvidence := func(status metav1.ConditionStatus, reason string) *taugridv1.TauRun {
+		run := &taugridv1.TauRun{}
+		run.Status.Phase = taugridv1.PhaseSucceeded
+		apimeta.SetStatusCondition(&run.Status.Conditions, metav1.Condition{Type: ConditionEvidence, Status: status, Reason: reason})
+		return run
+	}
+	waiting, sealed := withEvidence(metav1.ConditionFalse, ReasonSealing), withEvidence(metav1.ConditionTrue, ReasonEvidenceSealed)
+	other := waiting.DeepCopy()
+	other.Status.Message = "a new message"
+	p := sealedNow()
+	for name, c := range map[string]struct {
+		old, cur *taugridv1.TauRun
+		want     bool
+	}{
+		"sealed":              {waiting, sealed, true},
+		"still sealing":       {waiting, other, false},
+		"sealed before":       {sealed, sealed, false},
+		"a new attempt seals": {sealed, waiting, false},
+	} {
+		if got := p.Update(event.UpdateEvent{ObjectOld: c.old, ObjectNew: c.cur}); got != c.want {
+			t.Errorf("%s: wakes = %v, want %v", name, got, c.want)
+		}
+	}
+	if p.Create(event.CreateEvent{Object: sealed}) {
+		t.Error("a create passes the seal predicate; the For predicate's others see creates")
 	}
 }

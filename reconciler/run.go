@@ -828,12 +828,14 @@ func (r *RunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// wake it for nothing. A resume request is an annotation.
 		For(&taugridv1.TauRun{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, sealedNow()))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.Workers, DefaultRunWorkers)}).
-		Owns(&batchv1.Job{}).
-		Owns(&rayv1.RayJob{}).
-		Watches(&kueue.Workload{}, handler.EnqueueRequestsFromMapFunc(workloadToRun)).
+		// What the cluster shows of a run wakes it ahead of new runs
+		// (PriorityObserved).
+		Watches(&batchv1.Job{}, observed(handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &taugridv1.TauRun{}, handler.OnlyControllerOwner()))).
+		Watches(&rayv1.RayJob{}, observed(handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &taugridv1.TauRun{}, handler.OnlyControllerOwner()))).
+		Watches(&kueue.Workload{}, observed(handler.EnqueueRequestsFromMapFunc(workloadToRun))).
 		// Phases come from the pods: a pod scheduled, pulling, running or
 		// stuck changes what the run says within a reconcile.
-		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(podToRun)).
+		Watches(&corev1.Pod{}, observed(handler.EnqueueRequestsFromMapFunc(podToRun))).
 		Complete(r)
 }
 

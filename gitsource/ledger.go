@@ -90,8 +90,8 @@ const sha1Size = 20
 //
 // The hash is XXH3's 128 bits, not a cryptographic one: the digest only
 // tells an idle listing from a changed one, of refs the repository's own
-// writers push, and SHA-256 per ref was 5 ms of an idle poll of 20,000 run
-// tags. A digest of the earlier form (64 hex digits) never matches, so
+// writers push (20,000 run tags: 2.85 ms of CPU with SHA-256, 2.54 ms with
+// XXH3, BenchmarkIdlePollPassesByRefs/digest). A digest of the earlier form (64 hex digits) never matches, so
 // the first poll after an upgrade compares the refs in full once.
 func RunRefsDigest(watched RefSet) string {
 	var hi, lo uint64

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -23,13 +24,10 @@ const PriorityObserved = 10
 // observed wakes runs through h at PriorityObserved. The initial list and
 // resyncs keep controller-runtime's low priority.
 func observed(h handler.EventHandler) handler.EventHandler {
-	return prioritized{h: h, priority: PriorityObserved}
+	return prioritized{h: h}
 }
 
-type prioritized struct {
-	h        handler.EventHandler
-	priority int
-}
+type prioritized struct{ h handler.EventHandler }
 
 func (p prioritized) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	p.h.Create(ctx, e, p.queue(q))
@@ -47,22 +45,21 @@ func (p prioritized) Generic(ctx context.Context, e event.GenericEvent, q workqu
 	p.h.Generic(ctx, e, p.queue(q))
 }
 
-// queue is q adding at p's priority, when q is a priority queue (the
+// queue is q adding at PriorityObserved, when q is a priority queue (the
 // default in controller-runtime); any other queue is used as it is.
-func (p prioritized) queue(q workqueue.TypedRateLimitingInterface[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+func (prioritized) queue(q workqueue.TypedRateLimitingInterface[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
 	pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request])
 	if !ok {
 		return q
 	}
-	return atPriority{PriorityQueue: pq, priority: p.priority}
+	return atPriority{pq}
 }
 
-// atPriority adds at its priority whatever is added without one; an add
-// that names a priority (controller-runtime's low priority for the
-// initial list and resyncs) keeps it.
+// atPriority adds at PriorityObserved whatever is added without a
+// priority; an add that names one (controller-runtime's low priority for
+// the initial list and resyncs) keeps it.
 type atPriority struct {
 	priorityqueue.PriorityQueue[reconcile.Request]
-	priority int
 }
 
 func (q atPriority) Add(item reconcile.Request) {
@@ -79,7 +76,7 @@ func (q atPriority) AddRateLimited(item reconcile.Request) {
 
 func (q atPriority) AddWithOpts(o priorityqueue.AddOpts, items ...reconcile.Request) {
 	if o.Priority == nil {
-		o.Priority = &q.priority
+		o.Priority = ptr.To(PriorityObserved)
 	}
 	q.PriorityQueue.AddWithOpts(o, items...)
 }

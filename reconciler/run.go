@@ -822,16 +822,17 @@ func (r *RunReconciler) setCondition(run *taugridv1.TauRun, t string, s metav1.C
 // SetupWithManager registers the reconciler: it watches TauRuns, the Jobs
 // and RayJobs they own, Kueue's Workloads for those, and their pods.
 func (r *RunReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	// What the cluster shows of a run wakes it ahead of new runs
+	// (PriorityObserved).
+	ownedByRun := observed(handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &taugridv1.TauRun{}, handler.OnlyControllerOwner()))
 	return ctrl.NewControllerManagedBy(mgr).
 		// Only spec changes (creation, cancellation), annotations and the
 		// evidence's seal matter; the run's other status patches would only
 		// wake it for nothing. A resume request is an annotation.
 		For(&taugridv1.TauRun{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, sealedNow()))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.Workers, DefaultRunWorkers)}).
-		// What the cluster shows of a run wakes it ahead of new runs
-		// (PriorityObserved).
-		Watches(&batchv1.Job{}, observed(handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &taugridv1.TauRun{}, handler.OnlyControllerOwner()))).
-		Watches(&rayv1.RayJob{}, observed(handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &taugridv1.TauRun{}, handler.OnlyControllerOwner()))).
+		Watches(&batchv1.Job{}, ownedByRun).
+		Watches(&rayv1.RayJob{}, ownedByRun).
 		Watches(&kueue.Workload{}, observed(handler.EnqueueRequestsFromMapFunc(workloadToRun))).
 		// Phases come from the pods: a pod scheduled, pulling, running or
 		// stuck changes what the run says within a reconcile.

@@ -57,11 +57,7 @@ func TestOneCredentialIsPacedAndItsRemainingQuotaIsExported(t *testing.T) {
 }
 
 func TestATakenTokenIsTheNextPostsAndTakingAgainTakesNoOther(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusCreated)
-		_, _ = w.Write([]byte(`{"id": 7}`))
-	}))
-	defer srv.Close()
+	srv := acceptingForge(t)
 	clk := clocktesting.NewFakeClock(time.Now())
 	cfg := forge.Config{Type: forge.Gitea, APIURL: srv.URL, Token: "secret-token", Clock: clk, Buckets: &forge.Buckets{Rate: 1, Burst: 1}}
 	p, err := forge.New(cfg)
@@ -97,11 +93,7 @@ func TestATakenTokenIsTheNextPostsAndTakingAgainTakesNoOther(t *testing.T) {
 // runs on one token: each waiting run was told "in a second" and they all
 // tried again each second for the one token there was.
 func TestPostsWaitingOnOneCredentialGoInTurnOneTryMoreEach(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusCreated)
-		_, _ = w.Write([]byte(`{"id": 7}`))
-	}))
-	defer srv.Close()
+	srv := acceptingForge(t)
 	start := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakeClock(start)
 	buckets := &forge.Buckets{Rate: 2, Burst: 1}
@@ -174,11 +166,7 @@ func TestPostsWaitingOnOneCredentialGoInTurnOneTryMoreEach(t *testing.T) {
 // A post that asks again before its turn is told the time left and takes
 // no other token; a turn nobody came for is forgotten after ten minutes.
 func TestAPostAskingBeforeItsTurnTakesNoOtherToken(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.WriteHeader(http.StatusCreated)
-		_, _ = w.Write([]byte(`{"id": 7}`))
-	}))
-	defer srv.Close()
+	srv := acceptingForge(t)
 	clk := clocktesting.NewFakeClock(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
 	buckets := &forge.Buckets{Rate: 1, Burst: 1}
 	cfg := forge.Config{Type: forge.Gitea, APIURL: srv.URL, Token: "secret-token", Clock: clk, Buckets: buckets}
@@ -225,4 +213,14 @@ func TestAPostAskingBeforeItsTurnTakesNoOtherToken(t *testing.T) {
 	if n := buckets.Waiting(); n != 1 {
 		t.Errorf("%d posts waiting, want 1 (e): the turns nobody came for are forgotten", n)
 	}
+}
+
+// acceptingForge is a forge that takes every post.
+func acceptingForge(t *testing.T) *httptest.Server {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"id": 7}`))
+	}))
+	t.Cleanup(srv.Close)
+	return srv
 }

@@ -119,8 +119,8 @@ func (g checkRuns) Shows(ctx context.Context, s Status) (Posted, bool, error) {
 
 // Shows takes a token from the credential's bucket, as Post does.
 func (p *paced) Shows(ctx context.Context, s Status) (Posted, bool, error) {
-	if d := p.bucket.take(slotKey(s), p.clock.Now()); d > 0 {
-		return Posted{}, false, &WaitError{Forge: p.forge, After: d}
+	if err := p.wait(s); err != nil {
+		return Posted{}, false, err
 	}
 	return p.StatusPoster.Shows(ctx, s)
 }

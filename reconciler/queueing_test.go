@@ -12,10 +12,12 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
@@ -239,5 +241,55 @@ func TestAnImageThatNeverPullsFailsAtTheStartDeadlineAndFreesItsQuota(t *testing
 	}
 	if !gone(t, f.ns, render.WorkloadName(run.Name, 1)) {
 		t.Errorf("the failed run still holds its Job and quota")
+	}
+}
+
+// A run's place counts every Workload waiting on its ClusterQueue, whatever
+// namespace's LocalQueue it came through, and none waiting on another.
+func TestAQueuedRunsPlaceCountsEveryNamespaceFeedingItsClusterQueue(t *testing.T) {
+	f := newRunFixture(t, "rq9")
+	ctx := context.Background()
+	other := "rq9-b"
+	setGPUQuota(t, f.ns, "1", "0")
+	setGPUQuota(t, other, "0", "0")
+	f.research.runRef("first", "target: default\n")
+	f.poll(t)
+	f.reconcileRun(t, f.runOf(t, "refs/tau/runs/first").Name, taugridv1.PhaseAdmitted)
+
+	shared := &kueue.LocalQueue{ObjectMeta: metav1.ObjectMeta{Name: "shared", Namespace: other},
+		Spec: kueue.LocalQueueSpec{ClusterQueue: kueue.ClusterQueueReference(f.ns)}}
+	if err := k8s.Create(ctx, shared); err != nil {
+		t.Fatal(err)
+	}
+	waiting := func(name, queue string) *kueue.Workload {
+		gpu := corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
+		return &kueue.Workload{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: other},
+			Spec: kueue.WorkloadSpec{QueueName: kueue.LocalQueueName(queue), Priority: ptr.To[int32](1000),
+				PodSets: []kueue.PodSet{{Name: "main", Count: 1, Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+					RestartPolicy: corev1.RestartPolicyNever,
+					Containers:    []corev1.Container{{Name: "main", Image: "busybox", Resources: corev1.ResourceRequirements{Requests: gpu, Limits: gpu}}},
+				}}}}}}
+	}
+	// Older than the run below and of its priority: ahead of it, in the
+	// run's ClusterQueue through the other namespace's LocalQueue.
+	if err := k8s.Create(ctx, waiting("ahead-from-b", "shared")); err != nil {
+		t.Fatal(err)
+	}
+	// Waiting too, but on the other namespace's own ClusterQueue.
+	if err := k8s.Create(ctx, waiting("elsewhere", "runs")); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // creation times are in seconds
+	f.research.runRef("sooner", "target: default\n")
+	f.poll(t)
+	sooner := f.runOf(t, "refs/tau/runs/sooner")
+	queued := f.reconcileUntil(t, sooner.Name, taugridv1.PhaseQueued, func(r *taugridv1.TauRun) bool {
+		return strings.HasPrefix(r.Status.Message, "queued #2 of 2 in rq9-a")
+	})
+	if long := queued.Status.Workload.Reason; !strings.Contains(long, "Ahead: rq9-b/ahead-from-b (priority 1000)") || strings.Contains(long, "elsewhere") {
+		t.Errorf("the explanation should name the Workload ahead through the other namespace, and only it:\n%s", long)
+	}
+	if p := queued.Status.Workload.Position; p == nil || *p != 2 {
+		t.Errorf("position = %v, want 2", p)
 	}
 }

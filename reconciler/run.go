@@ -317,7 +317,7 @@ func (r *RunReconciler) plan(ctx context.Context, run *taugridv1.TauRun, attempt
 // secrets, allowed signers): no run's env_secret may name one.
 func (r *RunReconciler) credentialSecrets(ctx context.Context, ns string) ([]string, error) {
 	var repos taugridv1.TauRepositoryList
-	if err := r.List(ctx, &repos, client.InNamespace(ns)); err != nil {
+	if err := r.List(ctx, &repos, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	var names []string

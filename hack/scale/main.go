@@ -39,6 +39,7 @@ import (
 	"github.com/taugrid/taugrid/test/controlplane"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -71,6 +72,7 @@ type harness struct {
 	forge   *forgetest.Server // the statuses it accepted or refused
 	forgeIn *counting         // every request the forge stand-in answered
 	ctrl    *controller
+	cluster *cluster
 	rec     *recorder
 	exits   chan types.NamespacedName
 	started time.Time
@@ -201,6 +203,10 @@ func (h *harness) setUp(ctx context.Context) error {
 	if h.k8s, err = client.New(fast, client.Options{Scheme: h.env.Scheme}); err != nil {
 		return err
 	}
+	h.cluster = &cluster{k8s: h.k8s}
+	if h.cluster.kube, err = kubernetes.NewForConfig(fast); err != nil {
+		return err
+	}
 	h.logf("adding %d nodes of 8 GPUs in racks of %d, blocks of %d racks", h.cfg.nodes, nodesPerRack, racksPerBlk)
 	if err := h.addNodes(ctx); err != nil {
 		return err
@@ -255,7 +261,8 @@ func (h *harness) measure(ctx context.Context) error {
 	offered := make(chan error, 1)
 	go func() { offered <- h.offer(ctx) }()
 	fmt.Print(tableHead)
-	prev, offerErr, said := base, error(nil), time.Now()
+	h.reportCluster(ctx)
+	prev, offerErr, said, told := base, error(nil), time.Now(), time.Now()
 	for _, cp := range h.cfg.checkpoints {
 		for {
 			cur, err := h.sample()
@@ -265,6 +272,10 @@ func (h *harness) measure(ctx context.Context) error {
 			if time.Since(said) > 15*time.Second {
 				said = time.Now()
 				h.progress(cur)
+			}
+			if time.Since(told) > time.Minute {
+				told = time.Now()
+				h.reportCluster(ctx)
 			}
 			if cur.ended >= cp {
 				h.checkpoint(os.Stdout, base, prev, cur)

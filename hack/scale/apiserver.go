@@ -1,0 +1,143 @@
+package main
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// cluster is what the harness reads of the cluster itself, beside the
+// controller: the API server's requests by kind, and the nodes' health.
+// The API server was this machine's ceiling in every run, so its request
+// mix says whose load it is; a node that is not Ready says the harness's
+// kubelets (kwok) are falling behind, which no real cluster's would do for
+// the same reason.
+type cluster struct {
+	kube *kubernetes.Clientset
+	k8s  client.Client
+	last apiRequests
+}
+
+// apiRequests are the API server's cumulative requests (apiserver_request_total)
+// by verb, resource and subresource, at one moment.
+type apiRequests struct {
+	at    time.Time
+	count map[string]float64
+}
+
+func (c *cluster) requests(ctx context.Context) (apiRequests, error) {
+	r := apiRequests{at: time.Now(), count: map[string]float64{}}
+	body, err := c.kube.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return r, err
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return r, err
+	}
+	for _, m := range mfs["apiserver_request_total"].GetMetric() {
+		var verb, res, sub string
+		for _, l := range m.GetLabel() {
+			switch l.GetName() {
+			case "verb":
+				verb = l.GetValue()
+			case "resource":
+				res = l.GetValue()
+			case "subresource":
+				sub = l.GetValue()
+			}
+		}
+		if sub != "" {
+			res += "/" + sub
+		}
+		r.count[verb+" "+res] += m.GetCounter().GetValue()
+	}
+	return r, nil
+}
+
+// mix is the request rate since the previous call and its largest items,
+// for instance "129/s: PATCH nodes/status 23.0, PUT leases 10.1, ...".
+func (c *cluster) mix(ctx context.Context, top int) (string, error) {
+	cur, err := c.requests(ctx)
+	if err != nil {
+		return "", err
+	}
+	prev := c.last
+	c.last = cur
+	if prev.count == nil {
+		return "first sample", nil
+	}
+	secs := cur.at.Sub(prev.at).Seconds()
+	type item struct {
+		key  string
+		rate float64
+	}
+	var items []item
+	total := 0.0
+	for k, v := range cur.count {
+		if d := v - prev.count[k]; d > 0 {
+			items = append(items, item{k, d / secs})
+			total += d / secs
+		}
+	}
+	slices.SortFunc(items, func(a, b item) int {
+		return cmp.Or(cmp.Compare(b.rate, a.rate), strings.Compare(a.key, b.key))
+	})
+	parts := make([]string, 0, top)
+	for _, it := range items[:min(top, len(items))] {
+		parts = append(parts, fmt.Sprintf("%s %.1f", it.key, it.rate))
+	}
+	return fmt.Sprintf("%.0f/s: %s", total, strings.Join(parts, ", ")), nil
+}
+
+// unready counts the nodes whose Ready condition is not True, and those the
+// node lifecycle controller tainted unreachable.
+func (c *cluster) unready(ctx context.Context) (notReady, unreachable int, err error) {
+	var nodes corev1.NodeList
+	if err := c.k8s.List(ctx, &nodes); err != nil {
+		return 0, 0, err
+	}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		ready := false
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				ready = cond.Status == corev1.ConditionTrue
+			}
+		}
+		if !ready {
+			notReady++
+		}
+		if slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeUnreachable }) {
+			unreachable++
+		}
+	}
+	return notReady, unreachable, nil
+}
+
+// reportCluster logs the cluster's side: the API server's mix since the last
+// report, and the nodes not Ready.
+func (h *harness) reportCluster(ctx context.Context) {
+	mix, err := h.cluster.mix(ctx, 6)
+	if err != nil {
+		h.logf("API server metrics: %v", err)
+		return
+	}
+	notReady, unreachable, err := h.cluster.unready(ctx)
+	if err != nil {
+		h.logf("nodes: %v", err)
+		return
+	}
+	h.logf("API server %s; nodes not Ready %d, tainted unreachable %d", mix, notReady, unreachable)
+}

@@ -92,6 +92,14 @@ func TestDeriveProgress(t *testing.T) {
 			obs:  Observed{Job: &batchv1.Job{Spec: batchv1.JobSpec{Suspend: ptr.To(false)}}, Workload: workload(cond(kueue.WorkloadAdmitted, metav1.ConditionTrue, ""))},
 			want: Progress{Phase: taugridv1.PhaseAdmitted, Message: "admitted; the Job is creating its pods (0 of 1)", Admitted: true},
 		},
+		"an admitted Job Kueue has not unsuspended yet says so": {
+			obs:  Observed{Job: suspendedJob(), Workload: workload(cond(kueue.WorkloadAdmitted, metav1.ConditionTrue, ""))},
+			want: Progress{Phase: taugridv1.PhaseAdmitted, Message: "admitted; waiting for Kueue to start the Job (still suspended)", Admitted: true},
+		},
+		"an admitted RayJob Kueue has not unsuspended yet says so": {
+			obs:  Observed{RayJob: &rayv1.RayJob{Spec: rayv1.RayJobSpec{Suspend: true}}, Workload: workload(cond(kueue.WorkloadAdmitted, metav1.ConditionTrue, ""))},
+			want: Progress{Phase: taugridv1.PhaseAdmitted, Message: "admitted; waiting for Kueue to start the RayJob (still suspended)", Admitted: true},
+		},
 		"an admitted Job with a running pod is running": {
 			obs:  Observed{Job: runningJob(), Workload: workload(cond(kueue.WorkloadAdmitted, metav1.ConditionTrue, "")), Pods: []corev1.Pod{runningPod("j-0", "")}},
 			want: Progress{Phase: taugridv1.PhaseRunning, Message: "running", Admitted: true},

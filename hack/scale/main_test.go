@@ -9,7 +9,7 @@ import (
 )
 
 func TestCheckpointsDefaultToATenthHalfAndAllAndBadOnesSayWhy(t *testing.T) {
-	c := config{nodes: 10, tenants: 20, repos: 100, runs: 1000, rate: 50, minRun: time.Second, maxRun: time.Minute}
+	c := config{nodes: 10, tenants: 20, repos: 100, runs: 1000, rate: 50, minRun: time.Second, maxRun: time.Minute, nodeLease: 40 * time.Second}
 	if err := c.check("", "1Gi"); err != nil {
 		t.Fatal(err)
 	}
@@ -27,9 +27,16 @@ func TestCheckpointsDefaultToATenthHalfAndAllAndBadOnesSayWhy(t *testing.T) {
 			t.Errorf("-checkpoints %s: err = %v, want it to say %s", flags, err, want)
 		}
 	}
-	few := config{nodes: 10, tenants: 20, repos: 5, runs: 10, rate: 1, maxRun: time.Second}
+	few := config{nodes: 10, tenants: 20, repos: 5, runs: 10, rate: 1, maxRun: time.Second, nodeLease: 40 * time.Second}
 	if err := few.check("", "1Gi"); err == nil || !strings.Contains(err.Error(), "-repos at least -tenants") {
 		t.Errorf("5 repositories for 20 tenants: err = %v, want it refused", err)
+	}
+	for _, lease := range []time.Duration{0, time.Second, 4500 * time.Millisecond} {
+		c := c
+		c.nodeLease = lease
+		if err := c.check("", "1Gi"); err == nil || !strings.Contains(err.Error(), "-node-lease") {
+			t.Errorf("-node-lease %s: err = %v, want it refused", lease, err)
+		}
 	}
 }
 

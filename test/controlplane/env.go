@@ -36,6 +36,15 @@ type Options struct {
 	// Kubernetes' own scale tests do: at 20 a second the Job controller
 	// creates pods for only a few Jobs a second.
 	ClientQPS float32
+	// NodeLease is how long the lease of a node kwok plays lasts; kwok
+	// renews it every quarter of that, as the kubelet does, and the node
+	// lifecycle controller's grace is a quarter more. 0 keeps the kubelet's
+	// 40 s (a renewal every 10 s). The lease is the one cost a node has on
+	// the API server that grows with the nodes, not the work: hack/scale
+	// sets it longer, because 1,000 nodes renewing every 10 s are 90
+	// requests a second, which a real cluster's control plane serves on
+	// cores of its own.
+	NodeLease time.Duration
 
 	kueueArgs []string // appended to Kueue's command line; tests use them to make it fail
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -51,7 +52,8 @@ func (e *Env) startNodes(ctx context.Context, binDir string) error {
 	wg.Go(func() {
 		errs[1] = e.runOnFreePort(ctx, BinControllerManager, filepath.Join(binDir, BinControllerManager), func(port int) ([]string, string) {
 			args := append(e.servingArgs(port), "--leader-elect=false", "--controllers="+kcmControllers,
-				"--use-service-account-credentials=false", "--concurrent-job-syncs=10", "--concurrent-gc-syncs=10")
+				"--use-service-account-credentials=false", "--concurrent-job-syncs=10", "--concurrent-gc-syncs=10",
+				fmt.Sprintf("--node-monitor-grace-period=%s", e.nodeLease()*5/4))
 			return append(args, e.clientRateArgs()...), fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
 		})
 	})
@@ -59,12 +61,20 @@ func (e *Env) startNodes(ctx context.Context, binDir string) error {
 		errs[2] = e.runOnFreePort(ctx, BinKwok, filepath.Join(binDir, BinKwok), func(port int) ([]string, string) {
 			return []string{"--kubeconfig=" + e.Kubeconfig, "--config=" + stages,
 				"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
-				fmt.Sprintf("--server-address=127.0.0.1:%d", port), "--node-ip=10.0.0.1", "--node-lease-duration-seconds=40",
+				fmt.Sprintf("--server-address=127.0.0.1:%d", port), "--node-ip=10.0.0.1", fmt.Sprintf("--node-lease-duration-seconds=%d", int(e.nodeLease().Seconds())),
 			}, fmt.Sprintf("http://127.0.0.1:%d/healthz", port)
 		})
 	})
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// nodeLease is Options.NodeLease, or the kubelet's 40 s.
+func (e *Env) nodeLease() time.Duration {
+	if e.opts.NodeLease > 0 {
+		return e.opts.NodeLease
+	}
+	return 40 * time.Second
 }
 
 // clientRateArgs set the scheduler's and the controller manager's request

@@ -118,6 +118,18 @@ internalCertManagement:
   enable: true
   webhookServiceName: %s
   webhookSecretName: %s
+controller:
+  # Kueue's shipped configuration (config/components/manager): without it
+  # each of its reconcilers has one worker, and at 10,000 Jobs Kueue
+  # unsuspended the Jobs of admitted Workloads minutes late (hack/scale).
+  groupKindConcurrency:
+    Job.batch: 5
+    Pod: 5
+    Workload.kueue.x-k8s.io: 5
+    LocalQueue.kueue.x-k8s.io: 1
+    Cohort.kueue.x-k8s.io: 1
+    ClusterQueue.kueue.x-k8s.io: 1
+    ResourceFlavor.kueue.x-k8s.io: 1
 clientConnection:
   qps: 500
   burst: 1000

@@ -54,8 +54,12 @@ func gpuPod(name, role string) corev1.Pod {
 	return p
 }
 
+// rayJobWith is a RayJob Kueue has started (unsuspended), in KubeRay's
+// deployment status st.
 func rayJobWith(workers int32, st rayv1.JobDeploymentStatus) *rayv1.RayJob {
-	return builders.MakeRayJob("rj", "team-a", "python train.py").Workers(workers).Status("", st, "").Obj()
+	rj := builders.MakeRayJob("rj", "team-a", "python train.py").Workers(workers).Status("", st, "").Obj()
+	rj.Spec.Suspend = false
+	return rj
 }
 
 func workload(conds ...metav1.Condition) *kueue.Workload {

@@ -51,7 +51,7 @@ func (r *RunReconciler) queueState(ctx context.Context, wl *kueue.Workload) runs
 		// per pass of the queued runs).
 		var wls kueue.WorkloadList
 		if r.List(ctx, &wls, client.InNamespace(ns), client.UnsafeDisableDeepCopy) != nil {
-			return runs.QueueState{}
+			return runs.QueueState{ClusterQueue: cq}
 		}
 		for i := range wls.Items {
 			w := &wls.Items[i]

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -41,8 +39,7 @@ func (c *cluster) requests(ctx context.Context) (apiRequests, error) {
 	if err != nil {
 		return r, err
 	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(bytes.NewReader(body))
+	mfs, err := parseMetrics(bytes.NewReader(body))
 	if err != nil {
 		return r, err
 	}

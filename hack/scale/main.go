@@ -101,7 +101,7 @@ func main() {
 	flag.StringVar(&cfg.out, "out", "", "directory for the controller's profiles and log (default: a new one under the user cache)")
 	memLimit := flag.String("controller-memory-limit", "1Gi", "run the controller in a memory cgroup of this limit, as the chart's resources.limits.memory does (its default); 0: none")
 	flag.DurationVar(&cfg.startDeadline, "start-deadline", 2*time.Hour, "the platform's start_deadline: how long an admitted run's pods may take to start before it fails (the example platform's is 10m)")
-	flag.DurationVar(&cfg.nodeLease, "node-lease", 4*time.Minute, "how long a node's lease lasts; kwok renews it every quarter of that, as the kubelet does (the kubelet's is 40s: at 1,000 nodes, 90 of this machine's 2-core API server's 170-230 requests a second, which a real cluster's control plane serves on cores of its own)")
+	flag.DurationVar(&cfg.nodeLease, "node-lease", 4*time.Minute, "how long a node's lease lasts; kwok renews it every quarter of that, as the kubelet does (the kubelet's is 40s: at 1,000 nodes, 79-92 of this machine's 2-core API server's 165-236 requests a second, which a real cluster's control plane serves on cores of its own)")
 	qps := flag.Float64("cluster-qps", 100, "request rate of the kube-scheduler and the Job controller (kube-controller-manager), burst twice that, as a cluster of this size runs them (Kubernetes' own defaults, 50 and 20, pace pod creation to a few Jobs a second); 0: their defaults")
 	ctrlArgs := flag.String("controller-flags", "", "more tau-controller flags, space separated (e.g. --run-workers 64)")
 	flag.Parse()

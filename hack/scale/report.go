@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -45,8 +46,7 @@ func (h *harness) sample() (counters, error) {
 		return c, err
 	}
 	defer resp.Body.Close()
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	mfs, err := p.TextToMetricFamilies(resp.Body)
+	mfs, err := parseMetrics(resp.Body)
 	if err != nil {
 		return c, err
 	}
@@ -79,6 +79,13 @@ func (h *harness) sample() (counters, error) {
 	c.ended = len(h.rec.ended)
 	h.rec.mu.Unlock()
 	return c, nil
+}
+
+// parseMetrics reads Prometheus' text format: the controller's /metrics
+// and the API server's.
+func parseMetrics(r io.Reader) (map[string]*dto.MetricFamily, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(r)
 }
 
 // lags are the latency percentiles of the runs that ended in a window.

@@ -101,8 +101,9 @@ type RunReconciler struct {
 	// DefaultRunWorkers.
 	Workers int
 
-	submitted *memo[types.UID, submission] // see cacheLagsSubmission
-	held      *memo[holdKey, struct{}]     // see holdOnWorker
+	submitted *memo[types.UID, submission]       // see cacheLagsSubmission
+	writes    *memo[types.NamespacedName, write] // see cacheLagsWrite
+	held      *memo[holdKey, struct{}]           // see holdOnWorker
 }
 
 // SourceArchiver builds a run's source archive and says where pods fetch it.
@@ -126,11 +127,17 @@ type SourceArchiver interface {
 func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, err error) {
 	run := &taugridv1.TauRun{}
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
+		if apierrors.IsNotFound(err) {
+			memoOf(&r.writes).forget(req.NamespacedName)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	resume := resumeRequested(run)
 	if !run.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil
+	}
+	if r.cacheLagsWrite(run) {
+		return reconcile.Result{RequeueAfter: cacheLag}, nil
 	}
 	if run.Status.Phase.Final() && !resume {
 		if sealing(run) {
@@ -202,7 +209,11 @@ func (r *RunReconciler) patchStatus(ctx context.Context, base, run *taugridv1.Ta
 	if equality.Semantic.DeepEqual(base.Status, run.Status) {
 		return nil
 	}
-	return client.IgnoreNotFound(r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})))
+	err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	if err == nil {
+		r.wrote(client.ObjectKeyFromObject(run), base.ResourceVersion)
+	}
+	return client.IgnoreNotFound(err)
 }
 
 // resumeRequested reports an unhandled resume request on a failed run.

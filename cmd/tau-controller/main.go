@@ -161,6 +161,10 @@ func newScheme() *runtime.Scheme {
 func run(ctx context.Context, o options) error {
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
+	// How long requests wait for --kube-api-qps before they are sent, and
+	// how long the API server then takes: which of the two limits the
+	// controller (hack/scale reached the 100 a second).
+	crmetrics.RegisterRESTClientMetrics(crmetrics.MetricRateLimiterLatency, crmetrics.MetricRequestLatency)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 newScheme(),
 		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},

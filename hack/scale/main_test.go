@@ -3,9 +3,12 @@ package main
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 )
 
 func TestCheckpointsDefaultToATenthHalfAndAllAndBadOnesSayWhy(t *testing.T) {
@@ -56,5 +59,28 @@ func TestRunTimesSpreadBetweenTheBounds(t *testing.T) {
 	}
 	if lo < 400 || hi < 400 {
 		t.Errorf("1,000 run times: %d below the middle, %d above, want both near 500", lo, hi)
+	}
+}
+
+func TestWritesAreCountedByTheirPhaseAndThePartsTheyChanged(t *testing.T) {
+	rec := newRecorder()
+	tr := &taugridv1.TauRun{}
+	tr.Name, tr.ResourceVersion = "r", "1"
+	write := func(f func()) {
+		f()
+		rv, _ := strconv.Atoi(tr.ResourceVersion)
+		tr.ResourceVersion = strconv.Itoa(rv + 1)
+		rec.run(tr.DeepCopy(), time.Now())
+	}
+	rec.run(tr.DeepCopy(), time.Now()) // the create: no write counted
+	write(func() { tr.Status.Phase, tr.Status.Message = taugridv1.PhasePending, "submitted" })
+	write(func() { tr.Status.Phase, tr.Status.Message = taugridv1.PhaseAdmitted, "waiting for Kueue" })
+	write(func() { tr.Status.Message = "creating its pods" })
+	rec.run(tr.DeepCopy(), time.Now()) // the same resourceVersion again (a watch reopened): not a write
+	write(func() { tr.Annotations = map[string]string{"a": "b"} })
+	got := rec.writesOf([]string{"r"})
+	want := "4.0: Admitted 3.0 (message 2.0, metadata 1.0, phase 1.0); Pending 1.0 (message 1.0, phase 1.0)"
+	if got != want {
+		t.Errorf("writes:\n got %s\nwant %s", got, want)
 	}
 }

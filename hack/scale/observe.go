@@ -25,6 +25,7 @@ type runTimes struct {
 	requested, created, job, admittedWl, admittedRun  time.Time
 	podRunning, runRunning, podDone, jobDone, runDone time.Time
 	phase                                             taugridv1.RunPhase
+	writes                                            writeLog
 }
 
 // recorder keeps the times, keyed by TauRun name once the run exists and
@@ -70,6 +71,7 @@ func (r *recorder) run(tr *taugridv1.TauRun, now time.Time) {
 		}
 	}
 	t.phase = tr.Status.Phase
+	t.writes.note(tr)
 	switch tr.Status.Phase {
 	case taugridv1.PhaseAdmitted:
 		first(&t.admittedRun, now)

@@ -18,6 +18,8 @@ type counters struct {
 	at                time.Time
 	use               usage
 	api               map[string]float64 // client-go requests by method
+	conflicts         float64            // of them, refused for a stale resourceVersion (409)
+	throttled, sent   histSum            // their wait for --kube-api-qps, and the API server's time
 	gitList, gitFetch float64
 	forge             int   // status posts
 	forgeAll          int64 // forge requests of any kind
@@ -53,12 +55,17 @@ func (h *harness) sample() (counters, error) {
 	for _, m := range mfs["rest_client_requests_total"].GetMetric() {
 		method := ""
 		for _, l := range m.GetLabel() {
-			if l.GetName() == "method" {
+			switch {
+			case l.GetName() == "method":
 				method = l.GetValue()
+			case l.GetName() == "code" && l.GetValue() == "409":
+				c.conflicts += m.GetCounter().GetValue()
 			}
 		}
 		c.api[method] += m.GetCounter().GetValue()
 	}
+	c.throttled = histOf(mfs["rest_client_rate_limiter_duration_seconds"])
+	c.sent = histOf(mfs["rest_client_request_duration_seconds"])
 	for _, m := range mfs["go_memstats_heap_inuse_bytes"].GetMetric() {
 		c.heapMiB = m.GetGauge().GetValue() / (1 << 20)
 	}
@@ -79,6 +86,26 @@ func (h *harness) sample() (counters, error) {
 	c.ended = len(h.rec.ended)
 	h.rec.mu.Unlock()
 	return c, nil
+}
+
+// histSum is a histogram's count and sum over all its series.
+type histSum struct{ n, secs float64 }
+
+func histOf(mf *dto.MetricFamily) histSum {
+	var h histSum
+	for _, m := range mf.GetMetric() {
+		h.n += float64(m.GetHistogram().GetSampleCount())
+		h.secs += m.GetHistogram().GetSampleSum()
+	}
+	return h
+}
+
+// mean is the mean in the window from a to h, "-" when nothing was seen.
+func (h histSum) mean(a histSum) string {
+	if h.n <= a.n {
+		return "-"
+	}
+	return fmtDur(time.Duration((h.secs - a.secs) / (h.n - a.n) * float64(time.Second)))
 }
 
 // parseMetrics reads Prometheus' text format: the controller's /metrics
@@ -160,6 +187,11 @@ func (h *harness) checkpoint(w io.Writer, base, prev, cur counters) {
 		cur.use.rssMiB, cur.use.peakMiB, cur.heapMiB, cur.use.cpu.Seconds(), float64((cur.use.cpu-base.use.cpu).Milliseconds())/n,
 		(cur.apiTotal()-base.apiTotal())/n, strings.Join(verbs, ", "), float64(cur.forge-base.forge)/n, float64(cur.forgeAll-base.forgeAll)/n,
 		(cur.gitList-prev.gitList)/mins, (cur.gitFetch-prev.gitFetch)/mins)
+	h.logf("TauRun writes per run, the %d ended since the previous row: %s; controller requests refused for a stale copy (409) since the first request: %.2f per run ended",
+		len(names), h.rec.writesOf(names), (cur.conflicts-base.conflicts)/n)
+	secs := cur.at.Sub(prev.at).Seconds()
+	h.logf("controller requests since the previous row: %.1f a second; each waited %s (mean) for --kube-api-qps, then %s (mean) on the API server",
+		(cur.apiTotal()-prev.apiTotal())/secs, cur.throttled.mean(prev.throttled), cur.sent.mean(prev.sent))
 }
 
 // tableHead: lags are p50 / p99 of the runs ended since the previous row;

@@ -210,7 +210,10 @@ func (r *RunReconciler) patchStatus(ctx context.Context, base, run *taugridv1.Ta
 		return nil
 	}
 	err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-	if err == nil {
+	// A patch the API server stored nothing for (a time that differs only
+	// below the second it keeps) leaves the resourceVersion as it was: the
+	// cache already shows that copy, so there is nothing to wait for.
+	if err == nil && run.ResourceVersion != base.ResourceVersion {
 		r.wrote(client.ObjectKeyFromObject(run), base.ResourceVersion)
 	}
 	return client.IgnoreNotFound(err)

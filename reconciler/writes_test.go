@@ -5,8 +5,10 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -43,6 +45,41 @@ func TestAReconcileOnACopyOlderThanItsOwnWriteWaitsAndWritesNothing(t *testing.T
 	res, err = f.runRec.Reconcile(context.Background(), req)
 	if err != nil || res.RequeueAfter == cacheLag {
 		t.Errorf("on the current copy: result %+v, %v; want the run reconciled, not waited on", res, err)
+	}
+}
+
+// TestAStatusPatchTheAPIServerStoresNothingForLeavesNoWait: a patch whose
+// only change is below the second the API server keeps stores nothing and
+// leaves the resourceVersion as it was. The cache already holds that copy,
+// so the run's next reconcile must go on, not wait for a write that never
+// comes (it would wait out the memo's 30 s, ignoring its pods' events).
+func TestAStatusPatchTheAPIServerStoresNothingForLeavesNoWait(t *testing.T) {
+	f := newRunFixture(t, "noop")
+	f.research.tag("run/noop")
+	f.poll(t)
+	run := f.runOf(t, "refs/tags/run/noop")
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(run)}
+	if _, err := f.runRec.Reconcile(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	cur := f.runOf(t, "refs/tags/run/noop")
+	if len(cur.Status.Phases) == 0 {
+		t.Fatalf("the first reconcile recorded no phase: %+v", cur.Status)
+	}
+	next := cur.DeepCopy()
+	next.Status.Phases[0].Time = metav1.NewTime(cur.Status.Phases[0].Time.Add(time.Nanosecond))
+	if err := f.runRec.patchStatus(context.Background(), cur, next); err != nil {
+		t.Fatal(err)
+	}
+	if next.ResourceVersion != cur.ResourceVersion {
+		t.Fatalf("the API server stored the patch (resourceVersion %s → %s): the test needs one it stores nothing for", cur.ResourceVersion, next.ResourceVersion)
+	}
+	if f.runRec.cacheLagsWrite(cur) {
+		t.Error("after a patch that stored nothing, the current copy is taken for one the cache has not caught up with")
+	}
+	res, err := f.runRec.Reconcile(context.Background(), req)
+	if err != nil || res.RequeueAfter == cacheLag {
+		t.Errorf("reconcile after a patch that stored nothing: result %+v, %v; want the run reconciled, not waited on", res, err)
 	}
 }
 

@@ -19,15 +19,8 @@ import (
 // replaced. The reconciler looks again shortly and sends no patch the API
 // server would refuse (409); once the cache shows the write, it goes on.
 func TestAReconcileOnACopyOlderThanItsOwnWriteWaitsAndWritesNothing(t *testing.T) {
-	f := newRunFixture(t, "lag")
-	f.research.tag("run/lag")
-	f.poll(t)
-	stale := f.runOf(t, "refs/tags/run/lag")
-	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(stale)}
-	if _, err := f.runRec.Reconcile(context.Background(), req); err != nil {
-		t.Fatal(err)
-	}
-	if cur := f.runOf(t, "refs/tags/run/lag"); cur.ResourceVersion == stale.ResourceVersion || cur.Status.Phase == "" {
+	f, req, stale, cur := reconciledOnce(t, "lag")
+	if cur.ResourceVersion == stale.ResourceVersion || cur.Status.Phase == "" {
 		t.Fatalf("the first reconcile wrote no status: %+v", cur.Status)
 	}
 
@@ -54,15 +47,7 @@ func TestAReconcileOnACopyOlderThanItsOwnWriteWaitsAndWritesNothing(t *testing.T
 // so the run's next reconcile must go on, not wait for a write that never
 // comes (it would wait out the memo's 30 s, ignoring its pods' events).
 func TestAStatusPatchTheAPIServerStoresNothingForLeavesNoWait(t *testing.T) {
-	f := newRunFixture(t, "noop")
-	f.research.tag("run/noop")
-	f.poll(t)
-	run := f.runOf(t, "refs/tags/run/noop")
-	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(run)}
-	if _, err := f.runRec.Reconcile(context.Background(), req); err != nil {
-		t.Fatal(err)
-	}
-	cur := f.runOf(t, "refs/tags/run/noop")
+	f, req, _, cur := reconciledOnce(t, "noop")
 	if len(cur.Status.Phases) == 0 {
 		t.Fatalf("the first reconcile recorded no phase: %+v", cur.Status)
 	}
@@ -81,6 +66,23 @@ func TestAStatusPatchTheAPIServerStoresNothingForLeavesNoWait(t *testing.T) {
 	if err != nil || res.RequeueAfter == cacheLag {
 		t.Errorf("reconcile after a patch that stored nothing: result %+v, %v; want the run reconciled, not waited on", res, err)
 	}
+}
+
+// reconciledOnce requests one run by a tag named after prefix and
+// reconciles it once. It returns the run as first created and as that
+// reconcile left it.
+func reconciledOnce(t *testing.T, prefix string) (f *runFixture, req reconcile.Request, created, cur *taugridv1.TauRun) {
+	t.Helper()
+	f = newRunFixture(t, prefix)
+	ref := "refs/tags/run/" + prefix
+	f.research.tag("run/" + prefix)
+	f.poll(t)
+	created = f.runOf(t, ref)
+	req = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(created)}
+	if _, err := f.runRec.Reconcile(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	return f, req, created, f.runOf(t, ref)
 }
 
 // laggingClient serves one run as a cache that has not caught up would,

@@ -21,9 +21,10 @@ import (
 // kubelets (kwok) are falling behind, which no real cluster's would do for
 // the same reason.
 type cluster struct {
-	kube *kubernetes.Clientset
-	k8s  client.Client
-	last apiRequests
+	kube    *kubernetes.Clientset
+	k8s     client.Client
+	last    apiRequests
+	lastCPU cpuTimes
 }
 
 // apiRequests are the API server's cumulative requests (apiserver_request_total)
@@ -64,16 +65,17 @@ func (c *cluster) requests(ctx context.Context) (apiRequests, error) {
 }
 
 // mix is the request rate since the previous call and its largest items,
-// for instance "129/s: PATCH nodes/status 23.0, PUT leases 10.1, ...".
-func (c *cluster) mix(ctx context.Context, top int) (string, error) {
+// for instance "129/s: PATCH nodes/status 23.0, PUT leases 10.1, ...",
+// and the requests counted since then.
+func (c *cluster) mix(ctx context.Context, top int) (string, float64, error) {
 	cur, err := c.requests(ctx)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	prev := c.last
 	c.last = cur
 	if prev.count == nil {
-		return "first sample", nil
+		return "first sample", 0, nil
 	}
 	secs := cur.at.Sub(prev.at).Seconds()
 	type item struct {
@@ -95,7 +97,7 @@ func (c *cluster) mix(ctx context.Context, top int) (string, error) {
 	for _, it := range items[:min(top, len(items))] {
 		parts = append(parts, fmt.Sprintf("%s %.1f", it.key, it.rate))
 	}
-	return fmt.Sprintf("%.0f/s: %s", total, strings.Join(parts, ", ")), nil
+	return fmt.Sprintf("%.0f/s: %s", total, strings.Join(parts, ", ")), total * secs, nil
 }
 
 // unready counts the nodes whose Ready condition is not True, and those the
@@ -123,10 +125,11 @@ func (c *cluster) unready(ctx context.Context) (notReady, unreachable int, err e
 	return notReady, unreachable, nil
 }
 
-// reportCluster logs the cluster's side: the API server's mix since the last
-// report, and the nodes not Ready.
+// reportCluster logs the cluster's side since the last report: the API
+// server's mix and its CPU per request, each component's share of the
+// cores, the nodes not Ready, and where the runs not ended wait.
 func (h *harness) reportCluster(ctx context.Context) {
-	mix, err := h.cluster.mix(ctx, 6)
+	mix, requests, err := h.cluster.mix(ctx, 6)
 	if err != nil {
 		h.logf("API server metrics: %v", err)
 		return
@@ -136,5 +139,12 @@ func (h *harness) reportCluster(ctx context.Context) {
 		h.logf("nodes: %v", err)
 		return
 	}
+	cpu, prev := readCPU("/proc", h.ctrl.clockTicks), h.cluster.lastCPU
+	h.cluster.lastCPU = cpu
 	h.logf("API server %s; nodes not Ready %d, tainted unreachable %d", mix, notReady, unreachable)
+	if prev.cpu != nil && requests > 0 {
+		apiCPU := cpu.cpu["kube-apiserver"] - prev.cpu["kube-apiserver"]
+		h.logf("cores used: %s; the API server's CPU per request %.1f ms", cores(prev, cpu), float64(apiCPU.Microseconds())/1000/requests)
+	}
+	h.logf("%s; pod exits due and not yet written by the harness: %d", h.rec.waiting(time.Now()), h.exitsDue.Load())
 }

@@ -135,12 +135,7 @@ func (c *controller) usage() (usage, error) {
 	if err != nil {
 		return u, err
 	}
-	// Fields after the command name, which is in parentheses: utime and
-	// stime are the 14th and 15th fields of the line.
-	fields := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+2:]))
-	ut, _ := strconv.ParseFloat(fields[11], 64)
-	st, _ := strconv.ParseFloat(fields[12], 64)
-	u.cpu = time.Duration((ut + st) / c.clockTicks * float64(time.Second))
+	_, u.cpu, _ = parseStat(string(stat), c.clockTicks)
 	return u, nil
 }
 

@@ -22,25 +22,36 @@ import (
 
 // runTimes is what the watches saw of one run, each the first time seen.
 type runTimes struct {
-	requested, created, job, admittedWl, admittedRun  time.Time
-	podRunning, runRunning, podDone, jobDone, runDone time.Time
-	phase                                             taugridv1.RunPhase
-	writes                                            writeLog
+	requested, created, admittedRun, runRunning, runDone time.Time
+	clusterTimes
+	phase   taugridv1.RunPhase
+	message string // the TauRun's last status message
+	writes  writeLog
+}
+
+// clusterTimes is what the watches saw of a run's Job, Workload and pod,
+// each the first time seen: where a run waits between them says whose
+// turn it is (see stages.go).
+type clusterTimes struct {
+	job, jobStarted, jobDone    time.Time // created; unsuspended by Kueue; Complete or Failed
+	admittedWl, wlFinished      time.Time // Kueue's Workload admitted; Finished
+	podCreated, podScheduled    time.Time // by the Job controller; bound by the scheduler
+	podRunning, podDue, podDone time.Time // kwok's Running; when the harness is to end it; Succeeded or Failed
 }
 
 // recorder keeps the times, keyed by TauRun name once the run exists and
 // by request (namespace/repository + ref) before.
 type recorder struct {
 	mu        sync.Mutex
-	runs      map[string]*runTimes // by TauRun name
-	requested map[string]time.Time // by namespace/repository ref
-	byJob     map[string]string    // Job name -> TauRun name
-	early     map[string]runTimes  // by Job name: workload or pod seen before the run named it
-	ended     []string             // TauRun names in the order they ended
+	runs      map[string]*runTimes    // by TauRun name
+	requested map[string]time.Time    // by namespace/repository ref
+	byJob     map[string]string       // Job name -> TauRun name
+	early     map[string]clusterTimes // by Job name: workload or pod seen before the run named it
+	ended     []string                // TauRun names in the order they ended
 }
 
 func newRecorder() *recorder {
-	return &recorder{runs: map[string]*runTimes{}, requested: map[string]time.Time{}, byJob: map[string]string{}, early: map[string]runTimes{}}
+	return &recorder{runs: map[string]*runTimes{}, requested: map[string]time.Time{}, byJob: map[string]string{}, early: map[string]clusterTimes{}}
 }
 
 func first(t *time.Time, now time.Time) {
@@ -66,11 +77,11 @@ func (r *recorder) run(tr *taugridv1.TauRun, now time.Time) {
 		job := render.WorkloadName(tr.Name, 1)
 		r.byJob[job] = tr.Name
 		if e, ok := r.early[job]; ok {
-			t.job, t.admittedWl, t.podRunning, t.podDone, t.jobDone = e.job, e.admittedWl, e.podRunning, e.podDone, e.jobDone
+			t.clusterTimes = e
 			delete(r.early, job)
 		}
 	}
-	t.phase = tr.Status.Phase
+	t.phase, t.message = tr.Status.Phase, tr.Status.Message
 	t.writes.note(tr)
 	switch tr.Status.Phase {
 	case taugridv1.PhaseAdmitted:
@@ -89,11 +100,11 @@ func (r *recorder) run(tr *taugridv1.TauRun, now time.Time) {
 }
 
 // job records something seen of a run's Job, its Workload or its pod.
-func (r *recorder) job(name string, now time.Time, set func(*runTimes, time.Time)) {
+func (r *recorder) job(name string, now time.Time, set func(*clusterTimes, time.Time)) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if run, ok := r.byJob[name]; ok {
-		set(r.runs[run], now)
+		set(&r.runs[run].clusterTimes, now)
 		return
 	}
 	e := r.early[name]
@@ -118,8 +129,12 @@ func (h *harness) watchAll(ctx context.Context, wc client.WithWatch) {
 		done := slices.ContainsFunc(j.Status.Conditions, func(c batchv1.JobCondition) bool {
 			return (c.Type == batchv1.JobComplete || c.Type == batchv1.JobFailed) && c.Status == corev1.ConditionTrue
 		})
-		h.rec.job(j.Name, now, func(t *runTimes, now time.Time) {
+		started := j.Spec.Suspend == nil || !*j.Spec.Suspend
+		h.rec.job(j.Name, now, func(t *clusterTimes, now time.Time) {
 			first(&t.job, now)
+			if started {
+				first(&t.jobStarted, now)
+			}
 			if done {
 				first(&t.jobDone, now)
 			}
@@ -127,28 +142,43 @@ func (h *harness) watchAll(ctx context.Context, wc client.WithWatch) {
 	})
 	go follow(ctx, wc, &kueue.WorkloadList{}, nil, func(ev watch.Event, now time.Time) {
 		wl, ok := ev.Object.(*kueue.Workload)
-		if !ok || len(wl.OwnerReferences) == 0 || !apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted) {
+		if !ok || len(wl.OwnerReferences) == 0 {
 			return
 		}
-		h.rec.job(wl.OwnerReferences[0].Name, now, func(t *runTimes, now time.Time) { first(&t.admittedWl, now) })
+		admitted := apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted)
+		finished := apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadFinished)
+		if !admitted && !finished {
+			return
+		}
+		h.rec.job(wl.OwnerReferences[0].Name, now, func(t *clusterTimes, now time.Time) {
+			if admitted {
+				first(&t.admittedWl, now)
+			}
+			if finished {
+				first(&t.wlFinished, now)
+			}
+		})
 	})
 	go follow(ctx, wc, &corev1.PodList{}, managed, func(ev watch.Event, now time.Time) {
 		p, ok := ev.Object.(*corev1.Pod)
 		if !ok || p.DeletionTimestamp != nil {
 			return
 		}
-		job := p.Labels["job-name"]
-		switch p.Status.Phase {
-		case corev1.PodRunning:
-			h.rec.job(job, now, func(t *runTimes, now time.Time) {
+		h.rec.job(p.Labels["job-name"], now, func(t *clusterTimes, now time.Time) {
+			first(&t.podCreated, now)
+			if p.Spec.NodeName != "" {
+				first(&t.podScheduled, now)
+			}
+			switch p.Status.Phase {
+			case corev1.PodRunning:
 				if t.podRunning.IsZero() {
 					t.podRunning = now
-					h.complete(ctx, p, now)
+					t.podDue = h.complete(p, now)
 				}
-			})
-		case corev1.PodSucceeded, corev1.PodFailed:
-			h.rec.job(job, now, func(t *runTimes, now time.Time) { first(&t.podDone, now) })
-		}
+			case corev1.PodSucceeded, corev1.PodFailed:
+				first(&t.podDone, now)
+			}
+		})
 	})
 }
 
@@ -186,16 +216,22 @@ func (h *harness) runTime(name string) time.Duration {
 
 // complete ends a running pod after its run time, as its kubelet would
 // report a training process that exited 0: kwok runs pods, the harness
-// decides when they end.
-func (h *harness) complete(ctx context.Context, p *corev1.Pod, runningAt time.Time) {
+// decides when they end. It returns when the pod is due to end.
+func (h *harness) complete(p *corev1.Pod, runningAt time.Time) time.Time {
 	key := client.ObjectKeyFromObject(p)
-	time.AfterFunc(time.Until(runningAt.Add(h.runTime(p.Name))), func() {
+	due := runningAt.Add(h.runTime(p.Name))
+	time.AfterFunc(time.Until(due), func() {
+		h.exitsDue.Add(1)
 		h.exits <- key
 	})
+	return due
 }
 
-// exiter writes pod exits, a few at once, on the latest copy of each pod
-// (the Job controller writes pods too).
+// exiter writes pod exits on the latest copy of each pod (the Job
+// controller writes pods too). The harness runs exiters enough that pods
+// end when due: each node's kubelet reports its own pods, so a real
+// cluster's exits do not wait in one queue (4 exiters at this API
+// server's 0.5 s a request ended at most about 4 pods a second).
 func (h *harness) exiter(ctx context.Context) {
 	for key := range h.exits {
 		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -220,5 +256,6 @@ func (h *harness) exiter(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			h.logf("ending pod %s: %v", key, err)
 		}
+		h.exitsDue.Add(-1)
 	}
 }

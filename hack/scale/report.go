@@ -119,10 +119,11 @@ func parseMetrics(r io.Reader) (map[string]*dto.MetricFamily, error) {
 type lags struct {
 	n                                                          int
 	toRun, toJob, behindAdmit, behindPod, behindEnd, behindJob [2]time.Duration // p50, p99
+	kueueStart, kueueFinish                                    [2]time.Duration // the Job started behind its Workload's admission; the Workload Finished behind the Job's end
 }
 
 func (h *harness) lagsOf(names []string) lags {
-	var toRun, toJob, admit, pod, end, job []time.Duration
+	var toRun, toJob, admit, pod, end, job, start, finish []time.Duration
 	h.rec.mu.Lock()
 	for _, n := range names {
 		t := h.rec.runs[n]
@@ -137,9 +138,12 @@ func (h *harness) lagsOf(names []string) lags {
 		add(&pod, t.runRunning, t.podRunning)
 		add(&end, t.runDone, t.podDone)
 		add(&job, t.runDone, t.jobDone)
+		add(&start, t.jobStarted, t.admittedWl)
+		add(&finish, t.wlFinished, t.jobDone)
 	}
 	h.rec.mu.Unlock()
-	return lags{n: len(names), toRun: pcts(toRun), toJob: pcts(toJob), behindAdmit: pcts(admit), behindPod: pcts(pod), behindEnd: pcts(end), behindJob: pcts(job)}
+	return lags{n: len(names), toRun: pcts(toRun), toJob: pcts(toJob), behindAdmit: pcts(admit), behindPod: pcts(pod), behindEnd: pcts(end), behindJob: pcts(job),
+		kueueStart: pcts(start), kueueFinish: pcts(finish)}
 }
 
 func pcts(ds []time.Duration) [2]time.Duration {
@@ -189,6 +193,20 @@ func (h *harness) checkpoint(w io.Writer, base, prev, cur counters) {
 		(cur.gitList-prev.gitList)/mins, (cur.gitFetch-prev.gitFetch)/mins)
 	h.logf("TauRun writes per run, the %d ended since the previous row: %s; controller requests refused for a stale copy (409) since the first request: %.2f per run ended",
 		len(names), h.rec.writesOf(names), (cur.conflicts-base.conflicts)/n)
+	h.logf("Kueue, the %d ended since the previous row: each Job started %s (p50 / p99) after its Workload's admission; each Workload Finished %s after its Job's end",
+		len(names), fmtPct(l.kueueStart), fmtPct(l.kueueFinish))
+	for _, lag := range []struct {
+		what           string
+		later, earlier func(*runTimes) time.Time
+	}{
+		{"Kueue's admission", func(t *runTimes) time.Time { return t.admittedRun }, func(t *runTimes) time.Time { return t.admittedWl }},
+		{"a pod Running", func(t *runTimes) time.Time { return t.runRunning }, func(t *runTimes) time.Time { return t.podRunning }},
+		{"the Job's end", func(t *runTimes) time.Time { return t.runDone }, func(t *runTimes) time.Time { return t.jobDone }},
+	} {
+		for _, s := range h.rec.slowest(names, 3, lag.later, lag.earlier) {
+			h.logf("furthest behind %s: %s", lag.what, s)
+		}
+	}
 	secs := cur.at.Sub(prev.at).Seconds()
 	h.logf("controller requests since the previous row: %.1f a second; each waited %s (mean) for --kube-api-qps, then %s (mean) on the API server",
 		(cur.apiTotal()-prev.apiTotal())/secs, cur.throttled.mean(prev.throttled), cur.sent.mean(prev.sent))

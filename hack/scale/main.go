@@ -22,10 +22,12 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -274,7 +276,7 @@ func (h *harness) measure(ctx context.Context) error {
 	go func() { offered <- h.offer(ctx) }()
 	fmt.Print(tableHead)
 	h.reportCluster(ctx)
-	prev, offerErr, said, told := base, error(nil), time.Now(), time.Now()
+	prev, offerErr, said, told, lastSaid := base, error(nil), time.Now(), time.Now(), base
 	for _, cp := range h.cfg.checkpoints {
 		for {
 			cur, err := h.sample()
@@ -282,8 +284,8 @@ func (h *harness) measure(ctx context.Context) error {
 				return err
 			}
 			if time.Since(said) > 15*time.Second {
-				said = time.Now()
-				h.progress(cur)
+				h.progress(cur, lastSaid)
+				said, lastSaid = time.Now(), cur
 			}
 			if time.Since(told) > time.Minute {
 				told = time.Now()
@@ -315,15 +317,24 @@ func (h *harness) measure(ctx context.Context) error {
 	return h.idlePolls(ctx)
 }
 
-// progress logs the requests made and the runs by phase.
-func (h *harness) progress(c counters) {
+// progress logs the requests made, the runs by phase, and the
+// controller's work queues and reconciles a second since prev.
+func (h *harness) progress(c, prev counters) {
 	h.rec.mu.Lock()
 	phases := map[string]int{}
 	for _, t := range h.rec.runs {
 		phases[string(t.phase)]++
 	}
 	h.rec.mu.Unlock()
-	h.logf("%d requested, runs by phase %v, controller RSS %.0f MiB, CPU %.1f s", h.offered.Load(), phases, c.use.rssMiB, c.use.cpu.Seconds())
+	secs := c.at.Sub(prev.at).Seconds()
+	var queues []string
+	for _, name := range slices.Sorted(maps.Keys(c.queued)) {
+		if c.queued[name] > 0 || c.reconciles[name] > prev.reconciles[name] {
+			queues = append(queues, fmt.Sprintf("%s %.0f queued, %.1f/s", name, c.queued[name], (c.reconciles[name]-prev.reconciles[name])/secs))
+		}
+	}
+	h.logf("%d requested, runs by phase %v, controller RSS %.0f MiB, CPU %.1f s; work queues: %s",
+		h.offered.Load(), phases, c.use.rssMiB, c.use.cpu.Seconds(), strings.Join(queues, ", "))
 }
 
 // profileAt saves the controller's heap and goroutines at a checkpoint,

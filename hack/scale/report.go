@@ -24,7 +24,9 @@ type counters struct {
 	forge             int   // status posts
 	forgeAll          int64 // forge requests of any kind
 	ended             int
-	heapMiB           float64 // the Go heap in use (go_memstats_heap_inuse_bytes)
+	heapMiB           float64            // the Go heap in use (go_memstats_heap_inuse_bytes)
+	queued            map[string]float64 // the controller's work queues' depth by controller
+	reconciles        map[string]float64 // its reconciles by controller
 }
 
 func (c counters) apiTotal() float64 {
@@ -38,7 +40,8 @@ func (c counters) apiTotal() float64 {
 // sample reads the controller's /proc entries and /metrics and the forge
 // stand-in's count.
 func (h *harness) sample() (counters, error) {
-	c := counters{at: time.Now(), api: map[string]float64{}, forge: len(h.forge.Calls()), forgeAll: h.forgeIn.n.Load()}
+	c := counters{at: time.Now(), api: map[string]float64{}, forge: len(h.forge.Calls()), forgeAll: h.forgeIn.n.Load(),
+		queued: map[string]float64{}, reconciles: map[string]float64{}}
 	var err error
 	if c.use, err = h.ctrl.usage(); err != nil {
 		return c, err
@@ -66,6 +69,17 @@ func (h *harness) sample() (counters, error) {
 	}
 	c.throttled = histOf(mfs["rest_client_rate_limiter_duration_seconds"])
 	c.sent = histOf(mfs["rest_client_request_duration_seconds"])
+	byController := func(family, label string, into map[string]float64) {
+		for _, m := range mfs[family].GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label {
+					into[l.GetValue()] += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	byController("workqueue_depth", "name", c.queued)
+	byController("controller_runtime_reconcile_total", "controller", c.reconciles)
 	for _, m := range mfs["go_memstats_heap_inuse_bytes"].GetMetric() {
 		c.heapMiB = m.GetGauge().GetValue() / (1 << 20)
 	}

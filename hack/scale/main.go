@@ -82,6 +82,7 @@ type harness struct {
 	// harness has not written yet: above a handful, the harness, not the
 	// cluster, is what keeps them running.
 	exitsDue atomic.Int64
+	probe    probe
 	started  time.Time
 
 	forgeURL string // the forge stand-in, behind forgeIn
@@ -263,6 +264,9 @@ func (h *harness) measure(ctx context.Context) error {
 		return err
 	}
 	h.watchAll(ctx, wc)
+	if err := h.probe.run(ctx, h.k8s, wc); err != nil {
+		return err
+	}
 	for range exiters {
 		go h.exiter(ctx)
 	}

@@ -15,18 +15,19 @@ import (
 
 // counters are the controller's cumulative counts at one moment.
 type counters struct {
-	at                time.Time
-	use               usage
-	api               map[string]float64 // client-go requests by method
-	conflicts         float64            // of them, refused for a stale resourceVersion (409)
-	throttled, sent   histSum            // their wait for --kube-api-qps, and the API server's time
-	gitList, gitFetch float64
-	forge             int   // status posts
-	forgeAll          int64 // forge requests of any kind
-	ended             int
-	heapMiB           float64            // the Go heap in use (go_memstats_heap_inuse_bytes)
-	queued            map[string]float64 // the controller's work queues' depth by controller
-	reconciles        map[string]float64 // its reconciles by controller
+	at                 time.Time
+	use                usage
+	api                map[string]float64 // client-go requests by method
+	conflicts          float64            // of them, refused for a stale resourceVersion (409)
+	throttled, sent    histSum            // their wait for --kube-api-qps, and the API server's time
+	runQueued, runTook histSum            // the run controller's reconciles: their wait in its work queue, and their time
+	gitList, gitFetch  float64
+	forge              int   // status posts
+	forgeAll           int64 // forge requests of any kind
+	ended              int
+	heapMiB            float64            // the Go heap in use (go_memstats_heap_inuse_bytes)
+	queued             map[string]float64 // the controller's work queues' depth by controller
+	reconciles         map[string]float64 // its reconciles by controller
 }
 
 func (c counters) apiTotal() float64 {
@@ -69,6 +70,8 @@ func (h *harness) sample() (counters, error) {
 	}
 	c.throttled = histOf(mfs["rest_client_rate_limiter_duration_seconds"])
 	c.sent = histOf(mfs["rest_client_request_duration_seconds"])
+	c.runQueued = histOf(mfs["workqueue_queue_duration_seconds"], "name", runController)
+	c.runTook = histOf(mfs["controller_runtime_reconcile_time_seconds"], "controller", runController)
 	byController := func(family, label string, into map[string]float64) {
 		for _, m := range mfs[family].GetMetric() {
 			for _, l := range m.GetLabel() {
@@ -102,12 +105,19 @@ func (h *harness) sample() (counters, error) {
 	return c, nil
 }
 
-// histSum is a histogram's count and sum over all its series.
+// runController is the run reconciler's controller and work queue name.
+const runController = "taurun"
+
+// histSum is a histogram's count and sum over all its series, or over
+// those whose label (a name and a value) matches.
 type histSum struct{ n, secs float64 }
 
-func histOf(mf *dto.MetricFamily) histSum {
+func histOf(mf *dto.MetricFamily, label ...string) histSum {
 	var h histSum
 	for _, m := range mf.GetMetric() {
+		if len(label) == 2 && !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == label[0] && l.GetValue() == label[1] }) {
+			continue
+		}
 		h.n += float64(m.GetHistogram().GetSampleCount())
 		h.secs += m.GetHistogram().GetSampleSum()
 	}
@@ -221,6 +231,10 @@ func (h *harness) checkpoint(w io.Writer, base, prev, cur counters) {
 			h.logf("furthest behind %s: %s", lag.what, s)
 		}
 	}
+	written, seen := h.probe.take()
+	h.logf("the API server's floor since the previous row: a probe's write returned in %s (p50 / p99) and a watch saw it %s after it was sent; "+
+		"the run controller's reconciles waited %s (mean) in its work queue and took %s (mean)",
+		fmtPct(written), fmtPct(seen), cur.runQueued.mean(prev.runQueued), cur.runTook.mean(prev.runTook))
 	secs := cur.at.Sub(prev.at).Seconds()
 	h.logf("controller requests since the previous row: %.1f a second; each waited %s (mean) for --kube-api-qps, then %s (mean) on the API server",
 		(cur.apiTotal()-prev.apiTotal())/secs, cur.throttled.mean(prev.throttled), cur.sent.mean(prev.sent))

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -147,4 +148,22 @@ func (h *harness) reportCluster(ctx context.Context) {
 		h.logf("cores used: %s; the API server's CPU per request %.1f ms", cores(prev, cpu), float64(apiCPU.Microseconds())/1000/requests)
 	}
 	h.logf("%s; pod exits due and not yet written by the harness: %d", h.rec.waiting(time.Now()), h.exitsDue.Load())
+	h.logf("the harness's watches since the last report: %s; TauRuns it has seen %s", h.watches.take(), h.seenOf(ctx))
+}
+
+// seenOf says how many TauRuns the harness's watch has seen against how
+// many the cluster holds (one list of one item: its remaining count).
+func (h *harness) seenOf(ctx context.Context) string {
+	h.rec.mu.Lock()
+	seen := len(h.rec.runs)
+	h.rec.mu.Unlock()
+	var l taugridv1.TauRunList
+	if err := h.k8s.List(ctx, &l, client.Limit(1)); err != nil {
+		return fmt.Sprintf("%d (the cluster's count: %v)", seen, err)
+	}
+	held := len(l.Items)
+	if r := l.RemainingItemCount; r != nil {
+		held += int(*r)
+	}
+	return fmt.Sprintf("%d of the cluster's %d", seen, held)
 }

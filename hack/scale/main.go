@@ -83,6 +83,7 @@ type harness struct {
 	// cluster, is what keeps them running.
 	exitsDue atomic.Int64
 	probe    probe
+	watches  watchStats // the harness's own watches: events, lateness, restarts
 	started  time.Time
 
 	forgeURL string // the forge stand-in, behind forgeIn
@@ -264,7 +265,7 @@ func (h *harness) measure(ctx context.Context) error {
 		return err
 	}
 	h.watchAll(ctx, wc)
-	if err := h.probe.run(ctx, h.k8s, wc); err != nil {
+	if err := h.probe.run(ctx, h.k8s, wc, &h.watches); err != nil {
 		return err
 	}
 	for range exiters {

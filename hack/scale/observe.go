@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/bits"
+	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -14,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -116,12 +121,12 @@ func (r *recorder) job(name string, now time.Time, set func(*clusterTimes, time.
 // namespace until ctx ends; a watch the server closes is opened again.
 func (h *harness) watchAll(ctx context.Context, wc client.WithWatch) {
 	managed := client.MatchingLabels{render.LabelManagedBy: render.ManagedBy}
-	go follow(ctx, wc, &taugridv1.TauRunList{}, nil, func(ev watch.Event, now time.Time) {
+	go h.watches.follow(ctx, wc, "TauRuns", &taugridv1.TauRunList{}, nil, func(ev watch.Event, now time.Time) {
 		if tr, ok := ev.Object.(*taugridv1.TauRun); ok {
 			h.rec.run(tr, now)
 		}
 	})
-	go follow(ctx, wc, &batchv1.JobList{}, managed, func(ev watch.Event, now time.Time) {
+	go h.watches.follow(ctx, wc, "Jobs", &batchv1.JobList{}, managed, func(ev watch.Event, now time.Time) {
 		j, ok := ev.Object.(*batchv1.Job)
 		if !ok {
 			return
@@ -140,7 +145,7 @@ func (h *harness) watchAll(ctx context.Context, wc client.WithWatch) {
 			}
 		})
 	})
-	go follow(ctx, wc, &kueue.WorkloadList{}, nil, func(ev watch.Event, now time.Time) {
+	go h.watches.follow(ctx, wc, "Workloads", &kueue.WorkloadList{}, nil, func(ev watch.Event, now time.Time) {
 		wl, ok := ev.Object.(*kueue.Workload)
 		if !ok || len(wl.OwnerReferences) == 0 {
 			return
@@ -159,7 +164,7 @@ func (h *harness) watchAll(ctx context.Context, wc client.WithWatch) {
 			}
 		})
 	})
-	go follow(ctx, wc, &corev1.PodList{}, managed, func(ev watch.Event, now time.Time) {
+	go h.watches.follow(ctx, wc, "pods", &corev1.PodList{}, managed, func(ev watch.Event, now time.Time) {
 		p, ok := ev.Object.(*corev1.Pod)
 		if !ok || p.DeletionTimestamp != nil {
 			return
@@ -182,26 +187,114 @@ func (h *harness) watchAll(ctx context.Context, wc client.WithWatch) {
 	})
 }
 
-// follow lists nothing: it watches from now, again whenever the server
-// ends the watch, and hands each event to f with the time it arrived.
-func follow(ctx context.Context, wc client.WithWatch, list client.ObjectList, opts client.ListOption, f func(watch.Event, time.Time)) {
+// follow watches list from now, with bookmarks, and hands each event to
+// f with the time it arrived. A watch the server ends is opened again from
+// the last resourceVersion seen, so nothing is missed or sent twice; only
+// a resourceVersion the server no longer keeps (410 Gone) starts it over
+// from the objects as they are. Every restart is counted under name: a
+// watch opened again from nothing replays every object, late, and a
+// watcher the API server finds too slow is closed by it.
+func (s *watchStats) follow(ctx context.Context, wc client.WithWatch, name string, list client.ObjectList, opts client.ListOption, f func(watch.Event, time.Time)) {
+	rv := ""
 	for ctx.Err() == nil {
-		var lo []client.ListOption
+		lo := []client.ListOption{&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}}}
 		if opts != nil {
 			lo = append(lo, opts)
 		}
 		w, err := wc.Watch(ctx, list, lo...)
 		if err != nil {
+			s.count(name, func(c *watchCount) { c.failed++ })
 			time.Sleep(time.Second)
 			continue
 		}
 		for ev := range w.ResultChan() {
-			if ev.Type != watch.Error {
-				f(ev, time.Now())
+			now := time.Now()
+			switch ev.Type {
+			case watch.Error:
+				if st, ok := ev.Object.(*metav1.Status); ok && st.Code == http.StatusGone {
+					rv = ""
+					s.count(name, func(c *watchCount) { c.gone++ })
+				}
+				continue
+			case watch.Bookmark:
+			default:
+				f(ev, now)
+				s.count(name, func(c *watchCount) { c.saw(ev.Object, now) })
+			}
+			if m, err := apimeta.Accessor(ev.Object); err == nil && m.GetResourceVersion() != "" {
+				rv = m.GetResourceVersion()
 			}
 		}
 		w.Stop()
+		s.count(name, func(c *watchCount) { c.ended++ })
 	}
+}
+
+// watchStats counts each of the harness's watches' events and restarts.
+type watchStats struct {
+	mu sync.Mutex
+	by map[string]*watchCount
+}
+
+// watchCount is one watch's events and restarts since the last report;
+// late is how many events came more than lateEvent after the last write
+// their object records (its managedFields, kept to the second), and
+// latest the latest of them: a watch that falls behind would make the
+// harness's lags its own.
+type watchCount struct {
+	events, ended, gone, failed, late int
+	latest                            time.Duration
+}
+
+const lateEvent = 5 * time.Second
+
+func (c *watchCount) saw(o runtime.Object, now time.Time) {
+	c.events++
+	m, err := apimeta.Accessor(o)
+	if err != nil {
+		return
+	}
+	var written time.Time
+	for _, f := range m.GetManagedFields() {
+		if f.Time != nil && f.Time.After(written) {
+			written = f.Time.Time
+		}
+	}
+	if d := now.Sub(written); !written.IsZero() && d > lateEvent+time.Second {
+		c.late++
+		c.latest = max(c.latest, d)
+	}
+}
+
+func (s *watchStats) count(name string, f func(*watchCount)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.by == nil {
+		s.by = map[string]*watchCount{}
+	}
+	c := s.by[name]
+	if c == nil {
+		c = &watchCount{}
+		s.by[name] = c
+	}
+	f(c)
+}
+
+// take reports the counts since the last take, and forgets them.
+func (s *watchStats) take() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var parts []string
+	for _, name := range slices.Sorted(maps.Keys(s.by)) {
+		c := s.by[name]
+		part := fmt.Sprintf("%s %d events (%d over %s after their write, the latest %s)", name, c.events, c.late, lateEvent, c.latest.Round(time.Second))
+		if c.ended+c.gone+c.failed > 0 {
+			part += fmt.Sprintf(", ended by the server %d, too old to resume %d, failed to open %d", c.ended, c.gone, c.failed)
+		}
+		parts = append(parts, part)
+	}
+	s.by = nil
+	return strings.Join(parts, "; ")
 }
 
 // runTime is a pod's run time, spread evenly between the configured

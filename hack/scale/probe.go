@@ -27,13 +27,13 @@ type probe struct {
 const probeName = "scale-probe"
 
 // run writes and watches the probe's ConfigMap until ctx ends.
-func (p *probe) run(ctx context.Context, k8s client.Client, wc client.WithWatch) error {
+func (p *probe) run(ctx context.Context, k8s client.Client, wc client.WithWatch, watches *watchStats) error {
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: probeName, Namespace: metav1.NamespaceDefault, Labels: map[string]string{"taugrid.dev/scale-probe": "true"}}}
 	if err := k8s.Create(ctx, cm); err != nil {
 		return err
 	}
 	p.sent = map[int]time.Time{}
-	go follow(ctx, wc, &corev1.ConfigMapList{}, client.MatchingLabels(cm.Labels), func(ev watch.Event, now time.Time) {
+	go watches.follow(ctx, wc, "the probe", &corev1.ConfigMapList{}, client.MatchingLabels(cm.Labels), func(ev watch.Event, now time.Time) {
 		if c, ok := ev.Object.(*corev1.ConfigMap); ok {
 			if n, err := strconv.Atoi(c.Data["n"]); err == nil {
 				p.saw(n, now)

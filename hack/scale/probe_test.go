@@ -4,6 +4,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestTheProbeCountsEachWriteOnceAndOnlyTheRunControllersQueue(t *testing.T) {
@@ -39,5 +42,24 @@ workqueue_queue_duration_seconds_count{name="taurepository"} 10
 	}
 	if got := histOf(mfs["workqueue_queue_duration_seconds"]); got != (histSum{n: 14, secs: 102}) {
 		t.Errorf("every queue: %+v, want 14 waits of 102 s in all", got)
+	}
+}
+
+func TestAWatchCountsItsLateEventsAndRestartsOncePerReport(t *testing.T) {
+	written := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	pod := func() *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{ManagedFields: []metav1.ManagedFieldsEntry{
+			{Time: &metav1.Time{Time: written.Add(-time.Hour)}}, {Time: &metav1.Time{Time: written}}}}}
+	}
+	var s watchStats
+	s.count("pods", func(c *watchCount) { c.saw(pod(), written.Add(2*time.Second)) })  // on time: the last write counts, not the first
+	s.count("pods", func(c *watchCount) { c.saw(pod(), written.Add(90*time.Second)) }) // 90 s behind
+	s.count("pods", func(c *watchCount) { c.ended++ })
+	want := "pods 2 events (1 over 5s after their write, the latest 1m30s), ended by the server 1, too old to resume 0, failed to open 0"
+	if got := s.take(); got != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+	if got := s.take(); got != "" {
+		t.Errorf("a second report says %q, want nothing (the first one forgets)", got)
 	}
 }

@@ -187,8 +187,9 @@ func (h *harness) watchAll(ctx context.Context, wc client.WithWatch) {
 	})
 }
 
-// follow watches list from now, with bookmarks, and hands each event to
-// f with the time it arrived. A watch the server ends is opened again from
+// follow watches list, with bookmarks, and hands each event to f with the
+// time it arrived. The first watch starts with the objects there are (an
+// added event each; the harness starts it before the runs are requested). A watch the server ends is opened again from
 // the last resourceVersion seen, so nothing is missed or sent twice; only
 // a resourceVersion the server no longer keeps (410 Gone) starts it over
 // from the objects as they are. Every restart is counted under name: a

@@ -50,15 +50,18 @@ func (p *probe) run(ctx context.Context, k8s client.Client, wc client.WithWatch,
 			case <-tick.C:
 			}
 			patch := client.RawPatch("application/merge-patch+json", []byte(`{"data":{"n":"`+strconv.Itoa(n)+`"}}`))
-			p.mu.Lock()
-			p.sent[n] = time.Now()
-			p.mu.Unlock()
 			at := time.Now()
-			if err := k8s.Patch(ctx, cm, patch); err == nil {
-				p.mu.Lock()
+			p.mu.Lock()
+			p.sent[n] = at
+			p.mu.Unlock()
+			err := k8s.Patch(ctx, cm, patch)
+			p.mu.Lock()
+			if err == nil {
 				p.written = append(p.written, time.Since(at))
-				p.mu.Unlock()
+			} else {
+				delete(p.sent, n) // nothing was written, so no event is to come
 			}
+			p.mu.Unlock()
 		}
 	}()
 	return nil

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"strings"
 	"testing"
 	"time"
 
@@ -9,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-func TestTheProbeCountsEachWriteOnceAndOnlyTheRunControllersQueue(t *testing.T) {
+func TestTheProbeCountsEachWriteOnce(t *testing.T) {
 	var p probe
 	p.sent = map[int]time.Time{}
 	at := time.Unix(1000, 0)
@@ -24,24 +23,6 @@ func TestTheProbeCountsEachWriteOnceAndOnlyTheRunControllersQueue(t *testing.T) 
 	}
 	if _, seen := p.take(); seen[0] != -1 {
 		t.Errorf("a second take saw %v, want nothing (the first one forgets)", seen)
-	}
-
-	mfs, err := parseMetrics(strings.NewReader(`# TYPE workqueue_queue_duration_seconds histogram
-workqueue_queue_duration_seconds_bucket{name="taurun",le="+Inf"} 4
-workqueue_queue_duration_seconds_sum{name="taurun"} 2
-workqueue_queue_duration_seconds_count{name="taurun"} 4
-workqueue_queue_duration_seconds_bucket{name="taurepository",le="+Inf"} 10
-workqueue_queue_duration_seconds_sum{name="taurepository"} 100
-workqueue_queue_duration_seconds_count{name="taurepository"} 10
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := histOf(mfs["workqueue_queue_duration_seconds"], "name", runController); got != (histSum{n: 4, secs: 2}) {
-		t.Errorf("the run controller's queue: %+v, want 4 waits of 2 s in all", got)
-	}
-	if got := histOf(mfs["workqueue_queue_duration_seconds"]); got != (histSum{n: 14, secs: 102}) {
-		t.Errorf("every queue: %+v, want 14 waits of 102 s in all", got)
 	}
 }
 

@@ -41,8 +41,7 @@ func (c counters) apiTotal() float64 {
 // sample reads the controller's /proc entries and /metrics and the forge
 // stand-in's count.
 func (h *harness) sample() (counters, error) {
-	c := counters{at: time.Now(), api: map[string]float64{}, forge: len(h.forge.Calls()), forgeAll: h.forgeIn.n.Load(),
-		queued: map[string]float64{}, reconciles: map[string]float64{}}
+	c := counters{at: time.Now(), api: map[string]float64{}, forge: len(h.forge.Calls()), forgeAll: h.forgeIn.n.Load()}
 	var err error
 	if c.use, err = h.ctrl.usage(); err != nil {
 		return c, err
@@ -70,52 +69,50 @@ func (h *harness) sample() (counters, error) {
 	}
 	c.throttled = histOf(mfs["rest_client_rate_limiter_duration_seconds"])
 	c.sent = histOf(mfs["rest_client_request_duration_seconds"])
-	c.runQueued = histOf(mfs["workqueue_queue_duration_seconds"], "name", runController)
-	c.runTook = histOf(mfs["controller_runtime_reconcile_time_seconds"], "controller", runController)
-	byController := func(family, label string, into map[string]float64) {
-		for _, m := range mfs[family].GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == label {
-					into[l.GetValue()] += m.GetGauge().GetValue() + m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	byController("workqueue_depth", "name", c.queued)
-	byController("controller_runtime_reconcile_total", "controller", c.reconciles)
+	c.runQueued = histWith(mfs["workqueue_queue_duration_seconds"], "name", runController)
+	c.runTook = histWith(mfs["controller_runtime_reconcile_time_seconds"], "controller", runController)
+	c.queued = byLabel(mfs["workqueue_depth"], "name")
+	c.reconciles = byLabel(mfs["controller_runtime_reconcile_total"], "controller")
 	for _, m := range mfs["go_memstats_heap_inuse_bytes"].GetMetric() {
 		c.heapMiB = m.GetGauge().GetValue() / (1 << 20)
 	}
-	for _, m := range mfs["taugrid_git_requests_total"].GetMetric() {
-		for _, l := range m.GetLabel() {
-			if l.GetName() != "operation" {
-				continue
-			}
-			switch l.GetValue() {
-			case "list":
-				c.gitList += m.GetCounter().GetValue()
-			case "fetch":
-				c.gitFetch += m.GetCounter().GetValue()
-			}
-		}
-	}
+	ops := byLabel(mfs["taugrid_git_requests_total"], "operation")
+	c.gitList, c.gitFetch = ops["list"], ops["fetch"]
 	h.rec.mu.Lock()
 	c.ended = len(h.rec.ended)
 	h.rec.mu.Unlock()
 	return c, nil
 }
 
+// byLabel sums a gauge's or a counter's series by the value of one label
+// (a work queue's depth by name, reconciles by controller).
+func byLabel(mf *dto.MetricFamily, label string) map[string]float64 {
+	by := map[string]float64{}
+	for _, m := range mf.GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == label {
+				by[l.GetValue()] += m.GetGauge().GetValue() + m.GetCounter().GetValue() // one of them is set
+			}
+		}
+	}
+	return by
+}
+
 // runController is the run reconciler's controller and work queue name.
 const runController = "taurun"
 
-// histSum is a histogram's count and sum over all its series, or over
-// those whose label (a name and a value) matches.
+// histSum is a histogram's count and sum over its series.
 type histSum struct{ n, secs float64 }
 
-func histOf(mf *dto.MetricFamily, label ...string) histSum {
+// histOf sums every series of mf.
+func histOf(mf *dto.MetricFamily) histSum { return histWith(mf, "", "") }
+
+// histWith sums the series of mf whose label name has value; every
+// series when name is "".
+func histWith(mf *dto.MetricFamily, name, value string) histSum {
 	var h histSum
 	for _, m := range mf.GetMetric() {
-		if len(label) == 2 && !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == label[0] && l.GetValue() == label[1] }) {
+		if name != "" && !slices.ContainsFunc(m.GetLabel(), func(l *dto.LabelPair) bool { return l.GetName() == name && l.GetValue() == value }) {
 			continue
 		}
 		h.n += float64(m.GetHistogram().GetSampleCount())

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestTheRunControllersQueueIsReadApartFromTheOthers(t *testing.T) {
+	mfs, err := parseMetrics(strings.NewReader(`# TYPE workqueue_queue_duration_seconds histogram
+workqueue_queue_duration_seconds_bucket{name="taurun",le="+Inf"} 4
+workqueue_queue_duration_seconds_sum{name="taurun"} 2
+workqueue_queue_duration_seconds_count{name="taurun"} 4
+workqueue_queue_duration_seconds_bucket{name="taurepository",le="+Inf"} 10
+workqueue_queue_duration_seconds_sum{name="taurepository"} 100
+workqueue_queue_duration_seconds_count{name="taurepository"} 10
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := histWith(mfs["workqueue_queue_duration_seconds"], "name", runController); got != (histSum{n: 4, secs: 2}) {
+		t.Errorf("the run controller's queue: %+v, want 4 waits of 2 s in all", got)
+	}
+	if got := histOf(mfs["workqueue_queue_duration_seconds"]); got != (histSum{n: 14, secs: 102}) {
+		t.Errorf("every queue: %+v, want 14 waits of 102 s in all", got)
+	}
+}
+
+func TestGaugesAndCountersAreSummedByOneLabel(t *testing.T) {
+	mfs, err := parseMetrics(strings.NewReader(`# TYPE workqueue_depth gauge
+workqueue_depth{name="taurun"} 7
+workqueue_depth{name="evidence"} 2
+# TYPE taugrid_git_requests_total counter
+taugrid_git_requests_total{operation="list",result="ok"} 10
+taugrid_git_requests_total{operation="list",result="error"} 1
+taugrid_git_requests_total{operation="fetch",result="ok"} 3
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := byLabel(mfs["workqueue_depth"], "name"); got["taurun"] != 7 || got["evidence"] != 2 || len(got) != 2 {
+		t.Errorf("queue depths %v, want taurun 7 and evidence 2", got)
+	}
+	if got := byLabel(mfs["taugrid_git_requests_total"], "operation"); got["list"] != 11 || got["fetch"] != 3 {
+		t.Errorf("git operations %v, want 11 listings (both results) and 3 fetches", got)
+	}
+}

@@ -97,7 +97,7 @@ CHART := charts/taugrid
 
 generate: $(CONTROLLER_GEN) ## Regenerate CRDs, deepcopy, RBAC, the chart's copies and the tau.yaml JSON Schema
 	$(CONTROLLER_GEN) object:headerFile=/dev/null paths=./api/... crd output:crd:dir=api/crds
-	$(CONTROLLER_GEN) rbac:roleName=tau-controller paths="{./reconciler/...,./server/...}" output:rbac:dir=$(CHART)/files/rbac
+	$(CONTROLLER_GEN) rbac:roleName=tau-controller paths="{./controllers/...,./policy/...,./forge/...,./server/...}" output:rbac:dir=$(CHART)/files/rbac
 	@# The chart installs the CRDs and the node agent's policy from copies:
 	@# Helm reads nothing outside the chart's folder.
 	rm -rf $(CHART)/crds && mkdir -p $(CHART)/crds $(CHART)/files/nodeagent

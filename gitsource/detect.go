@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/api/runname"
 )
 
 // Kind is what a detected event asks for.
@@ -238,7 +238,7 @@ func detectBranch(d *Detection, t Triggers, g Graph, name string, c Ref, seenHea
 		if len(changed) > 0 {
 			for _, f := range changed {
 				target := TargetOf(f)
-				if err := taugridv1.ValidateTarget(target); err != nil {
+				if err := runname.ValidateTarget(target); err != nil {
 					d.Problems = append(d.Problems, Problem{Ref: name, SHA: c.SHA, Commit: commit.SHA, Err: fmt.Errorf("%s: %w", f, err)})
 					continue
 				}

@@ -6,7 +6,8 @@ import (
 	"regexp"
 	"strings"
 
-	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/api/runname"
+
 	"go.yaml.in/yaml/v3"
 )
 
@@ -82,7 +83,7 @@ func parseRequestFields(root *yaml.Node) (RunRequest, error) {
 		case "target":
 			req.Target, err = scalar(k.Value, v)
 			if err == nil {
-				if verr := taugridv1.ValidateTarget(req.Target); verr != nil {
+				if verr := runname.ValidateTarget(req.Target); verr != nil {
 					err = invalidRequest("line %d: target: %v", v.Line, verr)
 				}
 			}

@@ -5,9 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/taugrid/taugrid/api/runname"
+
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 )
 
 func TestParseRunRequest(t *testing.T) {
@@ -126,7 +127,7 @@ func FuzzParseRunRequest(f *testing.F) {
 			}
 			return
 		}
-		if err := taugridv1.ValidateTarget(req.Target); err != nil {
+		if err := runname.ValidateTarget(req.Target); err != nil {
 			t.Fatalf("accepted a target the CRD refuses: %v", err)
 		}
 		file := TargetFile(req.Target)

@@ -7,7 +7,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/taugrid/taugrid/nodeagent/gpus"
+	"github.com/taugrid/taugrid/api/gpus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"

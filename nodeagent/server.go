@@ -5,7 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	"github.com/taugrid/taugrid/nodeagent/gpus"
+	"github.com/taugrid/taugrid/api/gpus"
 )
 
 // Handler serves /metrics from g, /gpus (the GPUs' utilisation, by holder:

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/taugrid/taugrid/nodeagent/gpus"
+	"github.com/taugrid/taugrid/api/gpus"
 )
 
 // UsageStep is the resolution of the utilisation history: one point a minute

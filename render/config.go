@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -158,8 +160,20 @@ type RunLimits struct {
 	MaxPreemptions *int `json:"max_preemptions,omitempty" jsonschema:"minimum=0,maximum=100"`
 }
 
-// FailureClasses are the values resilience.retry_on accepts.
-var FailureClasses = []string{"Preempted", "NodeLost", "WorkerLost", "GPUFault", "Infrastructure", "OOMKilled", "ImagePull", "Timeout", "UserError"}
+// FailureClasses are the values resilience.retry_on accepts
+// (taugridv1.RetryableFailureClasses). RetryOn's jsonschema enum repeats
+// them, as a struct tag must; TestRetryOnsSchemaEnumIsTheRetryableClasses
+// holds the two together.
+var FailureClasses = classNames(taugridv1.RetryableFailureClasses)
+
+// classNames are the classes as tau.yaml spells them.
+func classNames(classes []taugridv1.FailureClass) []string {
+	out := make([]string, len(classes))
+	for i, c := range classes {
+		out[i] = string(c)
+	}
+	return out
+}
 
 // Duration is a time span written as a Go duration string ("90s", "12h").
 type Duration struct{ time.Duration }

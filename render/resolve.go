@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -109,9 +111,10 @@ type RetryPolicy struct {
 	Max        time.Duration
 }
 
-// DefaultRetryOn are the classes retried when tau.yaml names none: the
-// platform's faults, never the researcher's.
-var DefaultRetryOn = []string{"Preempted", "NodeLost", "WorkerLost", "GPUFault", "Infrastructure"}
+// DefaultRetryOn are the classes retried when tau.yaml names none
+// (taugridv1.DefaultRetryOn): the platform's faults, never the
+// researcher's.
+var DefaultRetryOn = classNames(taugridv1.DefaultRetryOn)
 
 // Backoff is the wait before retry number n (1-based): doubling from
 // Initial, capped at Max.

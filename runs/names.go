@@ -5,25 +5,25 @@ import (
 	"encoding/hex"
 	"strings"
 
-	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/api/runname"
 )
 
 // maxRunName keeps a run's name short enough for everything derived from
-// it (see taugridv1.MaxRunNameLength, which the CRD enforces).
-const maxRunName = taugridv1.MaxRunNameLength
+// it (see runname.MaxRunNameLength, which the CRD enforces).
+const maxRunName = runname.MaxRunNameLength
 
 // RunName is the deterministic name of the TauRun for one trigger:
 // (repository, ref, commit, target) always gives the same name, so a run is
 // created at most once, whatever restarts or duplicate deliveries happen.
 // It reads "<repository>-<target>-<hash>", shortened to fit, and is always
-// a DNS-1123 label (taugridv1.ValidateRunName): a repository named
+// a DNS-1123 label (runname.ValidateRunName): a repository named
 // "exp.v2" gives "exp-v2-<hash>".
 func RunName(repository, ref, commit, target string) string {
 	sum := sha256.Sum256([]byte(repository + "\x00" + ref + "\x00" + commit + "\x00" + target))
 	hash := hex.EncodeToString(sum[:])[:10]
-	parts := []string{taugridv1.SuggestLabel(repository, 24)}
+	parts := []string{runname.SuggestLabel(repository, 24)}
 	if target != "default" {
-		parts = append(parts, taugridv1.SuggestLabel(target, 12))
+		parts = append(parts, runname.SuggestLabel(target, 12))
 	}
 	prefix := trimName(strings.Trim(strings.Join(parts, "-"), "-"), maxRunName-len(hash)-1)
 	if prefix == "" {

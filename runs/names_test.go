@@ -4,7 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/api/runname"
+
 	"github.com/taugrid/taugrid/render"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
@@ -46,7 +47,7 @@ func TestRunNamesAreLabelsWhateverTheInputs(t *testing.T) {
 		{strings.Repeat("é", 40), "ray"}, {"research", strings.Repeat("t", 63)},
 	} {
 		n := RunName(in[0], "refs/tau/runs/r", commit, in[1])
-		if err := taugridv1.ValidateRunName(n); err != nil || len(validation.IsDNS1123Label(n)) > 0 {
+		if err := runname.ValidateRunName(n); err != nil || len(validation.IsDNS1123Label(n)) > 0 {
 			t.Errorf("RunName(%q, %q) = %q: %v", in[0], in[1], n, err)
 		}
 	}

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/taugrid/taugrid/policy"
+
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/gitsource"
 	"github.com/taugrid/taugrid/render"
@@ -70,7 +72,7 @@ func (s *Sources) location(run *taugridv1.TauRun, digest string) *render.SourceA
 }
 
 func (s *Sources) archive(ctx context.Context, repo *taugridv1.TauRepository, run *taugridv1.TauRun) (*gitsource.Archive, error) {
-	remote, err := gitsource.RemoteFor(ctx, s.Client, repo.Namespace, repo.Spec.GitSource)
+	remote, err := policy.RemoteFor(ctx, s.Client, repo.Namespace, repo.Spec.GitSource)
 	if err != nil {
 		return nil, err
 	}

@@ -7,9 +7,10 @@ import (
 	"os"
 	"time"
 
+	"github.com/taugrid/taugrid/controllers/sealing"
 	"github.com/taugrid/taugrid/evidence"
 	"github.com/taugrid/taugrid/gitsource"
-	"github.com/taugrid/taugrid/reconciler"
+	"github.com/taugrid/taugrid/policy"
 	"github.com/taugrid/taugrid/runs"
 	"github.com/taugrid/taugrid/server"
 	"k8s.io/client-go/kubernetes"
@@ -44,47 +45,49 @@ func evidenceFlags(fs *flag.FlagSet, o *evidenceOptions) {
 
 // setupEvidence builds the evidence store, the recorder the run reconciler
 // calls, the page server and the retention pruner.
-func setupEvidence(mgr manager.Manager, cfg *rest.Config, git *gitsource.Client, sources *server.Sources, policies *reconciler.PolicyStore, o options) (*reconciler.EvidenceRecorder, error) {
+// setupEvidence builds the evidence controller and the page it serves,
+// and says where the page is (for the run controller's links).
+func setupEvidence(mgr manager.Manager, cfg *rest.Config, git *gitsource.Client, sources *server.Sources, policies *policy.PolicyStore, o options) (*sealing.EvidenceRecorder, *evidence.Page, error) {
 	eo := o.evidence
 	store, err := evidenceStore(eo)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	retention, err := evidence.ParseRetention(eo.retention)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	metrics, err := reconciler.NewEvidenceMetrics(crmetrics.Registry)
+	metrics, err := sealing.NewEvidenceMetrics(crmetrics.Registry)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	links, err := evidenceLinks(cfg, mgr, o)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c := mgr.GetClient()
-	rec := &reconciler.EvidenceRecorder{Links: links, Client: c, APIReader: mgr.GetAPIReader(), Logs: runs.PodLogs{Pods: cs.CoreV1()},
-		Files: &reconciler.GitFiles{Client: c, Git: git}, Policies: policies,
-		Sources: sources, Store: store, Clock: clock.RealClock{}, Recorder: mgr.GetEventRecorder("tau-evidence"), Metrics: metrics, URL: eo.url}
+	rec := &sealing.EvidenceRecorder{Client: c, APIReader: mgr.GetAPIReader(), Logs: runs.PodLogs{Pods: cs.CoreV1()},
+		Files: &policy.GitFiles{Client: c, Git: git}, Policies: policies,
+		Sources: sources, Store: store, Clock: clock.RealClock{}, Recorder: mgr.GetEventRecorder("tau-evidence"), Metrics: metrics}
 	if retention != (evidence.Retention{}) {
-		if err := mgr.Add(&reconciler.PruneEvidence{Store: store, Retention: retention, Interval: time.Hour, Clock: clock.RealClock{}}); err != nil {
-			return nil, err
+		if err := mgr.Add(&sealing.PruneEvidence{Store: store, Retention: retention, Interval: time.Hour, Clock: clock.RealClock{}}); err != nil {
+			return nil, nil, err
 		}
 	}
 	if eo.addr != "0" {
 		// The runs API's tokens: a team's token reads its own evidence.
-		page := &evidence.Server{Store: store, Runs: &reconciler.EvidenceRuns{Client: c}, Log: ctrl.Log.WithName("evidence"),
+		page := &evidence.Server{Store: store, Runs: &sealing.EvidenceRuns{Client: c}, Log: ctrl.Log.WithName("evidence"),
 			Links: links, Tokens: &server.Tokens{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Clock: clock.RealClock{}}}
 		srv := server.NewServer(eo.addr, page.Handler())
 		if err := mgr.Add(httpRunnable{srv}); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return rec, nil
+	return rec, &evidence.Page{URL: eo.url, Links: links}, nil
 }
 
 // evidenceLinks reads (or creates) the key that signs evidence links,
@@ -96,7 +99,7 @@ func evidenceLinks(cfg *rest.Config, mgr manager.Manager, o options) (*evidence.
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	key, err := reconciler.EvidenceLinkKey(ctx, c, o.namespace, o.evidence.linkKeySecret)
+	key, err := sealing.EvidenceLinkKey(ctx, c, o.namespace, o.evidence.linkKeySecret)
 	if err != nil {
 		return nil, err
 	}

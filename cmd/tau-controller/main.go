@@ -17,9 +17,18 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/clusters"
+	"github.com/taugrid/taugrid/controllers/forgestatus"
+	"github.com/taugrid/taugrid/controllers/janitor"
+	platformctrl "github.com/taugrid/taugrid/controllers/platform"
+	repoctrl "github.com/taugrid/taugrid/controllers/repository"
+	runctrl "github.com/taugrid/taugrid/controllers/run"
+	"github.com/taugrid/taugrid/controllers/runmetrics"
+	"github.com/taugrid/taugrid/controllers/sealing"
+	"github.com/taugrid/taugrid/controllers/shared"
+	"github.com/taugrid/taugrid/evidence"
+	"github.com/taugrid/taugrid/forge"
 	"github.com/taugrid/taugrid/gitsource"
-	"github.com/taugrid/taugrid/reconciler"
-	"github.com/taugrid/taugrid/reconciler/forge"
+	"github.com/taugrid/taugrid/policy"
 	"github.com/taugrid/taugrid/runs"
 	"github.com/taugrid/taugrid/server"
 	"golang.org/x/time/rate"
@@ -81,9 +90,9 @@ func main() {
 	flag.DurationVar(&o.janitorIdle, "janitor-idle-after", 15*time.Minute, "how long an admitted workload may run no pod, or a pod on a lost node stay terminating, before the janitor acts")
 	flag.BoolVar(&o.readGPUUsage, "read-gpu-usage", true, "read running attempts' GPU utilisation from the tau-nodeagent pods (in --namespace) once a minute, for the run's summary and the platform's idle-GPU rule")
 	flag.DurationVar(&o.janitorEvery, "janitor-interval", time.Minute, "how often the janitor looks")
-	flag.IntVar(&o.runWorkers, "run-workers", reconciler.DefaultRunWorkers, "runs reconciled at once (each mostly waits on the API server)")
-	flag.IntVar(&o.repositoryWorkers, "repository-workers", reconciler.DefaultRepositoryWorkers, "repositories polled at once (each mostly waits on its git remote)")
-	flag.IntVar(&o.forgeWorkers, "forge-workers", reconciler.DefaultForgeWorkers, "runs whose commit status is posted at once (each mostly waits on the forge)")
+	flag.IntVar(&o.runWorkers, "run-workers", runctrl.DefaultRunWorkers, "runs reconciled at once (each mostly waits on the API server)")
+	flag.IntVar(&o.repositoryWorkers, "repository-workers", repoctrl.DefaultRepositoryWorkers, "repositories polled at once (each mostly waits on its git remote)")
+	flag.IntVar(&o.forgeWorkers, "forge-workers", forgestatus.DefaultForgeWorkers, "runs whose commit status is posted at once (each mostly waits on the forge)")
 	flag.Float64Var(&o.forgeRate, "forge-rate", float64(forge.DefaultRate), "commit status posts a second per forge credential (API URL and token), which every repository using it shares; the default stays under GitHub's 5,000 requests an hour")
 	flag.IntVar(&o.forgeBurst, "forge-burst", forge.DefaultBurst, "commit status posts per forge credential allowed at once above --forge-rate")
 	flag.Float64Var(&o.memoryLimitRatio, "memory-limit-ratio", 0.9, "set the Go runtime's soft memory limit (GOMEMLIMIT) to this fraction of the container's cgroup memory limit, so the heap is collected before the container is killed; 0 leaves it; a GOMEMLIMIT in the environment wins")
@@ -172,8 +181,8 @@ func run(ctx context.Context, o options) error {
 		PprofBindAddress:       o.pprofAddr,
 		LeaderElection:         o.leaderElect,
 		LeaderElectionID:       "tau-controller.taugrid.dev",
-		Client:                 reconciler.ClientOptions(),
-		Cache:                  reconciler.CacheOptions(),
+		Client:                 shared.ClientOptions(),
+		Cache:                  shared.CacheOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("creating the manager: %w", err)
@@ -186,8 +195,8 @@ func run(ctx context.Context, o options) error {
 	// server hands them to pods.
 	sources := &server.Sources{Client: mgr.GetClient(), Git: git, BaseURL: o.sourceURL, FetchImage: o.fetchImage,
 		Reviewer: server.KubeTokenReviewer{Client: mgr.GetClient()}, APIReader: mgr.GetAPIReader()}
-	policies := &reconciler.PolicyStore{Client: mgr.GetClient(), Git: git, Namespace: o.namespace}
-	ev, err := setupEvidence(mgr, cfg, git, sources, policies, o)
+	policies := &policy.PolicyStore{Client: mgr.GetClient(), Git: git, Namespace: o.namespace}
+	ev, page, err := setupEvidence(mgr, cfg, git, sources, policies, o)
 	if err != nil {
 		return err
 	}
@@ -195,10 +204,8 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	if ev != nil {
-		ev.Clusters = workers // a dispatched attempt's evidence is read from its worker
-	}
-	if err := setupReconcilers(ctx, mgr, git, sources, policies, ev, workers, o); err != nil {
+	ev.Clusters = workers // a dispatched attempt's evidence is read from its worker
+	if err := setupControllers(ctx, mgr, git, sources, policies, ev, page, workers, o); err != nil {
 		return err
 	}
 	if err := setupMetrics(mgr); err != nil {
@@ -223,8 +230,11 @@ func run(ctx context.Context, o options) error {
 	return mgr.Start(ctx)
 }
 
-func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.Client, sources *server.Sources, policies *reconciler.PolicyStore,
-	ev *reconciler.EvidenceRecorder, workers clusters.Locator, o options) error {
+// setupControllers wires every controller, in one place: each owns its
+// objects and talks to the others only through the API (status fields,
+// conditions, annotations), so none is handed another.
+func setupControllers(ctx context.Context, mgr manager.Manager, git *gitsource.Client, sources *server.Sources, policies *policy.PolicyStore,
+	ev *sealing.EvidenceRecorder, page *evidence.Page, workers clusters.Locator, o options) error {
 	c := mgr.GetClient()
 	clk := clock.RealClock{}
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, server.IndexRepositoryURL, server.RepositoryURL); err != nil {
@@ -233,33 +243,26 @@ func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, server.IndexWebhookPath, server.WebhookPathOf); err != nil {
 		return err
 	}
-	forgeMetrics, err := forge.NewMetrics(crmetrics.Registry)
+	posters, err := setupPosters(mgr, o)
 	if err != nil {
 		return err
 	}
-	buckets := &forge.Buckets{Rate: rate.Limit(o.forgeRate), Burst: o.forgeBurst}
-	if err := crmetrics.Registry.Register(buckets.WaitingGauge()); err != nil {
-		return err
-	}
-	forges := &reconciler.ForgeReconciler{Client: c, Clock: clk, Recorder: mgr.GetEventRecorder("tau-forge"), Metrics: forgeMetrics,
-		GitHubAPIURL: forge.DefaultGitHubAPI, AppTokens: &forge.AppTokens{Clock: clk, Metrics: forgeMetrics}, Buckets: buckets,
-		Workers: o.forgeWorkers}
-	pulls := &reconciler.PullRequests{Client: c, Git: git, Policies: policies, Forge: forges}
 	usage, err := setupGPUUsage(mgr, o)
 	if err != nil {
 		return err
 	}
+	pulls := &repoctrl.PullRequests{Client: c, Git: git, Policies: policies, Posters: posters}
 	steps := []interface{ SetupWithManager(ctrl.Manager) error }{
-		&reconciler.PlatformReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-platform"),
+		&platformctrl.PlatformReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-platform"),
 			MultiKueueNamespace: o.multiKueueNamespace},
-		&reconciler.RepositoryReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-repository"),
+		&repoctrl.RepositoryReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-repository"),
 			PullRequests: pulls, Workers: o.repositoryWorkers},
-		&reconciler.RunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Files: &reconciler.GitFiles{Client: c, Git: git},
-			Policies: policies, Sources: sources, Clock: clk, Recorder: mgr.GetEventRecorder("tau-run"), Evidence: ev, Clusters: workers,
+		&runctrl.RunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Files: &policy.GitFiles{Client: c, Git: git},
+			Policies: policies, Sources: sources, Clock: clk, Recorder: mgr.GetEventRecorder("tau-run"), Evidence: page, Clusters: workers,
 			GPUUsage: usage, Workers: o.runWorkers},
 		ev,
-		forges,
-		&reconciler.RefusalReporter{Client: c, Forge: forges, Recorder: mgr.GetEventRecorder("tau-forge")},
+		&forgestatus.ForgeReconciler{Client: c, Clock: clk, Recorder: mgr.GetEventRecorder("tau-forge"), Posters: posters, Workers: o.forgeWorkers},
+		&forgestatus.RefusalReporter{Client: c, Posters: posters, Recorder: mgr.GetEventRecorder("tau-forge")},
 	}
 	for _, s := range steps {
 		if err := s.SetupWithManager(mgr); err != nil {
@@ -269,41 +272,55 @@ func setupReconcilers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 	return nil
 }
 
-// setupGPUUsage is how the run reconciler reads the node agents; nil with
-// --read-gpu-usage=false (no node agents installed).
-func setupGPUUsage(mgr manager.Manager, o options) (reconciler.GPUUsageSource, error) {
-	if !o.readGPUUsage {
-		return nil, nil
-	}
-	reads, err := reconciler.NewGPUUsageReads(crmetrics.Registry)
+// setupPosters builds the forge clients every controller that posts to a
+// forge shares, so each credential has one budget.
+func setupPosters(mgr manager.Manager, o options) (*forge.Posters, error) {
+	metrics, err := forge.NewMetrics(crmetrics.Registry)
 	if err != nil {
 		return nil, err
 	}
-	return &reconciler.NodeAgents{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Reads: reads}, nil
+	buckets := &forge.Buckets{Rate: rate.Limit(o.forgeRate), Burst: o.forgeBurst}
+	if err := crmetrics.Registry.Register(buckets.WaitingGauge()); err != nil {
+		return nil, err
+	}
+	clk := clock.RealClock{}
+	return &forge.Posters{Reader: mgr.GetClient(), Clock: clk, Metrics: metrics, GitHubAPIURL: forge.DefaultGitHubAPI,
+		AppTokens: &forge.AppTokens{Clock: clk, Metrics: metrics}, Buckets: buckets}, nil
+}
+
+func setupGPUUsage(mgr manager.Manager, o options) (runctrl.GPUUsageSource, error) {
+	if !o.readGPUUsage {
+		return nil, nil
+	}
+	reads, err := runctrl.NewGPUUsageReads(crmetrics.Registry)
+	if err != nil {
+		return nil, err
+	}
+	return &runctrl.NodeAgents{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Reads: reads}, nil
 }
 
 // setupMetrics registers the run collector, which reads TauRuns from the
 // manager's cache at each scrape, on the leader only.
 func setupMetrics(mgr manager.Manager) error {
-	return crmetrics.Registry.Register(&reconciler.RunCollector{Client: mgr.GetClient(), Clock: clock.RealClock{},
+	return crmetrics.Registry.Register(&runmetrics.RunCollector{Client: mgr.GetClient(), Clock: clock.RealClock{},
 		Log: ctrl.Log.WithName("metrics"), Elected: mgr.Elected()})
 }
 
 // setupJanitor runs the quota janitor on the leader.
 func setupJanitor(mgr manager.Manager, workers clusters.Locator, o options) error {
-	mode := reconciler.JanitorMode(o.janitor)
+	mode := janitor.JanitorMode(o.janitor)
 	switch mode {
 	case "off":
 		return nil
-	case reconciler.JanitorRelease, reconciler.JanitorReport:
+	case janitor.JanitorRelease, janitor.JanitorReport:
 	default:
 		return fmt.Errorf("--janitor=%s: want release, report or off", o.janitor)
 	}
-	m, err := reconciler.NewJanitorMetrics(crmetrics.Registry)
+	m, err := janitor.NewJanitorMetrics(crmetrics.Registry)
 	if err != nil {
 		return err
 	}
-	return mgr.Add(&reconciler.Janitor{Client: mgr.GetClient(), Clock: clock.RealClock{}, Recorder: mgr.GetEventRecorder("tau-janitor"),
+	return mgr.Add(&janitor.Janitor{Client: mgr.GetClient(), Clock: clock.RealClock{}, Recorder: mgr.GetEventRecorder("tau-janitor"),
 		Log: ctrl.Log.WithName("janitor"), Mode: mode, IdleAfter: o.janitorIdle, Every: o.janitorEvery, Metrics: m, Clusters: workers})
 }
 

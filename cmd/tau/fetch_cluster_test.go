@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
-	"github.com/taugrid/taugrid/reconciler"
+	"github.com/taugrid/taugrid/policy"
 	"github.com/taugrid/taugrid/render"
 	"github.com/taugrid/taugrid/server"
 	"github.com/taugrid/taugrid/test/controlplane"
@@ -24,7 +24,7 @@ import (
 
 // cachedArchive is the controller's archive cache holding one archive.
 type cachedArchive struct {
-	reconciler.Git
+	policy.Git
 	path string
 }
 

@@ -10,8 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/taugrid/taugrid/api/runname"
+
 	"github.com/spf13/cobra"
-	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/render"
 	"go.yaml.in/yaml/v3"
 )
@@ -79,7 +80,7 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	if target == "" {
 		target = "default"
 	}
-	if err := taugridv1.ValidateTarget(target); err != nil {
+	if err := runname.ValidateTarget(target); err != nil {
 		return usageError{fmt.Errorf("tau run %s: %w", target, err)}
 	}
 	overrides, err := parseSets(o.Set)

@@ -13,8 +13,8 @@ import (
 
 	"github.com/taugrid/taugrid/gitsource"
 	"github.com/taugrid/taugrid/nodeagent"
-	"github.com/taugrid/taugrid/reconciler"
-	"github.com/taugrid/taugrid/reconciler/forge"
+	"github.com/taugrid/taugrid/controllers/runmetrics"
+	"github.com/taugrid/taugrid/forge"
 	"github.com/taugrid/taugrid/server"
 )
 
@@ -49,7 +49,7 @@ func (d describer) Unregister(prometheus.Collector) bool { return false }
 func exportedMetrics(t *testing.T) describer {
 	t.Helper()
 	d := describer{}
-	d.MustRegister(&reconciler.RunCollector{})
+	d.MustRegister(&runmetrics.RunCollector{})
 	if _, err := server.NewWebhookMetrics(d); err != nil {
 		t.Fatal(err)
 	}

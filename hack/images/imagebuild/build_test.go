@@ -61,6 +61,11 @@ var (
 
 // first is one build shared by the tests that only read it.
 func first(t *testing.T) (Options, []*Built) {
+	if testing.Short() {
+		// build skips; skipping inside the Once would leave every later
+		// test a "failed" first build.
+		t.Skip("compiles the three binaries; run without -short")
+	}
 	firstOnce.Do(func() { firstOpts, firstBuilds = build(t, testKey, filepath.Join(scratch, "first")) })
 	if firstBuilds == nil {
 		t.Fatal("the first build failed")

@@ -1,0 +1,5 @@
+package forgestatus
+
+const (
+	DefaultForgeWorkers = 8
+)

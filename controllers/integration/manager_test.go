@@ -1,0 +1,137 @@
+package integration
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/clusters"
+	"github.com/taugrid/taugrid/server"
+
+	forgestatus "github.com/taugrid/taugrid/controllers/forgestatus"
+	platformctrl "github.com/taugrid/taugrid/controllers/platform"
+	repoctrl "github.com/taugrid/taugrid/controllers/repository"
+	runctrl "github.com/taugrid/taugrid/controllers/run"
+	sealing "github.com/taugrid/taugrid/controllers/sealing"
+	shared "github.com/taugrid/taugrid/controllers/shared"
+	policy "github.com/taugrid/taugrid/policy"
+)
+
+// runningManager is a controller-runtime manager with TauGrid's
+// reconcilers, as cmd/tau-controller wires them, that a test can stop and
+// start again to simulate a controller restart: nothing crosses from one
+// instance to the next but what is in the API server and git.
+type runningManager struct {
+	cancel context.CancelFunc
+	done   sync.WaitGroup
+	// client is the manager's cached client, indexed as the controller's.
+	client client.Client
+	// nudger is the webhook path's nudger, on the manager's cached client.
+	nudger *server.AnnotationNudger
+	// clusters is the run reconciler's reader of worker clusters, if any.
+	clusters clusters.Locator
+}
+
+func startManager(t testing.TB) *runningManager {
+	t.Helper()
+	return startManagerWith(t, nil)
+}
+
+// startManagerWith starts a manager whose run reconciler adjust changes
+// first (nil: none), as cmd/tau-controller's flags would.
+func startManagerWith(t testing.TB, adjust func(ctrl.Manager, *controllers)) *runningManager {
+	t.Helper()
+	cfg := rest.CopyConfig(env.Config)
+	cfg.QPS, cfg.Burst = 100, 200 // as cmd/tau-controller's defaults
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		Cache:                  shared.CacheOptions(), // as cmd/tau-controller's: the suite reads what the controller's cache holds
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, server.IndexRepositoryURL, server.RepositoryURL); err != nil {
+		t.Fatal(err)
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, server.IndexWebhookPath, server.WebhookPathOf); err != nil {
+		t.Fatal(err)
+	}
+	c, clk := mgr.GetClient(), clock.RealClock{}
+	policies := &policy.PolicyStore{Client: c, Git: gitClient, Namespace: "default"}
+	runs := &runctrl.RunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Scheme: scheme, Files: &policy.GitFiles{Client: c, Git: gitClient},
+		Policies: policies, Clock: clk, Recorder: events.NewFakeRecorder(1000)}
+	adjusted := &controllers{run: runs}
+	if adjust != nil {
+		adjust(mgr, adjusted)
+	}
+	steps := []interface{ SetupWithManager(ctrl.Manager) error }{
+		&platformctrl.PlatformReconciler{Client: c, Git: gitClient, Policies: policies, Clock: clk, Recorder: events.NewFakeRecorder(1000)},
+		&repoctrl.RepositoryReconciler{Client: c, Git: gitClient, Policies: policies, Clock: clk, Recorder: events.NewFakeRecorder(1000)},
+		runs,
+		&forgestatus.ForgeReconciler{Client: c, Clock: clk, Recorder: events.NewFakeRecorder(1000)},
+	}
+	if adjusted.sealer != nil {
+		// As cmd/tau-controller: the run reconciler marks ended attempts,
+		// the evidence controller seals them.
+		steps = append(steps, adjusted.sealer)
+	}
+	for _, r := range steps {
+		if err := r.SetupWithManager(mgr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := &runningManager{cancel: cancel, client: c, nudger: &server.AnnotationNudger{Client: c, Clock: clk}, clusters: runs.Clusters}
+	m.done.Add(1)
+	go func() {
+		defer m.done.Done()
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		t.Fatal("manager cache did not sync")
+	}
+	return m
+}
+
+// controllers are the reconcilers of a test manager that its adjust
+// func may change before they start.
+type controllers struct {
+	run *runctrl.RunReconciler
+	// sealer seals the evidence of the attempts the run reconciler ends;
+	// nil runs none.
+	sealer *sealing.EvidenceRecorder
+}
+
+// stop stops the manager and waits until it has.
+func (m *runningManager) stop() {
+	m.cancel()
+	m.done.Wait()
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

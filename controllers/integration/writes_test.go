@@ -1,0 +1,155 @@
+package integration
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	repoctrl "github.com/taugrid/taugrid/controllers/repository"
+	runctrl "github.com/taugrid/taugrid/controllers/run"
+)
+
+// TestAReconcileOnACopyOlderThanItsOwnWriteWaitsAndWritesNothing: a
+// cache that lags serves the copy the run reconciler's last status write
+// replaced. The reconciler looks again shortly and sends no patch the API
+// server would refuse (409); once the cache shows the write, it goes on.
+func TestAReconcileOnACopyOlderThanItsOwnWriteWaitsAndWritesNothing(t *testing.T) {
+	f, req, stale, cur := reconciledOnce(t, "lag")
+	if cur.ResourceVersion == stale.ResourceVersion || cur.Status.Phase == "" {
+		t.Fatalf("the first reconcile wrote no status: %+v", cur.Status)
+	}
+
+	lag := &laggingClient{Client: k8s, key: req.NamespacedName, stale: stale, lagging: true}
+	f.runRec.Client = lag
+	res, err := f.runRec.Reconcile(context.Background(), req)
+	if err != nil || res.RequeueAfter != runctrl.CacheLag {
+		t.Errorf("on the copy its write replaced: result %+v, %v; want a look again after %s", res, err, runctrl.CacheLag)
+	}
+	if n := lag.patches.Load(); n != 0 {
+		t.Errorf("%d status patches sent from the copy the reconciler's own write replaced, want none", n)
+	}
+
+	lag.lagging = false
+	res, err = f.runRec.Reconcile(context.Background(), req)
+	if err != nil || res.RequeueAfter == runctrl.CacheLag {
+		t.Errorf("on the current copy: result %+v, %v; want the run reconciled, not waited on", res, err)
+	}
+}
+
+// TestAStatusPatchTheAPIServerStoresNothingForLeavesNoWait: a patch whose
+// only change is below the second the API server keeps stores nothing and
+// leaves the resourceVersion as it was. The cache already holds that copy,
+// so the run's next reconcile must go on, not wait for a write that never
+// comes (it would wait out the memo's 30 s, ignoring its pods' events).
+func TestAStatusPatchTheAPIServerStoresNothingForLeavesNoWait(t *testing.T) {
+	f, req, _, cur := reconciledOnce(t, "noop")
+	if len(cur.Status.Phases) == 0 {
+		t.Fatalf("the first reconcile recorded no phase: %+v", cur.Status)
+	}
+	next := cur.DeepCopy()
+	next.Status.Phases[0].Time = metav1.NewTime(cur.Status.Phases[0].Time.Add(time.Nanosecond))
+	if err := f.runRec.PatchStatus(context.Background(), cur, next); err != nil {
+		t.Fatal(err)
+	}
+	if next.ResourceVersion != cur.ResourceVersion {
+		t.Fatalf("the API server stored the patch (resourceVersion %s → %s): the test needs one it stores nothing for", cur.ResourceVersion, next.ResourceVersion)
+	}
+	if f.runRec.CacheLagsWrite(cur) {
+		t.Error("after a patch that stored nothing, the current copy is taken for one the cache has not caught up with")
+	}
+	res, err := f.runRec.Reconcile(context.Background(), req)
+	if err != nil || res.RequeueAfter == runctrl.CacheLag {
+		t.Errorf("reconcile after a patch that stored nothing: result %+v, %v; want the run reconciled, not waited on", res, err)
+	}
+}
+
+// reconciledOnce requests one run by a tag named after prefix and
+// reconciles it once. It returns the run as first created and as that
+// reconcile left it.
+func reconciledOnce(t *testing.T, prefix string) (f *runFixture, req reconcile.Request, created, cur *taugridv1.TauRun) {
+	t.Helper()
+	f = newRunFixture(t, prefix)
+	ref := "refs/tags/run/" + prefix
+	f.research.tag("run/" + prefix)
+	f.poll(t)
+	created = f.runOf(t, ref)
+	req = reconcile.Request{NamespacedName: client.ObjectKeyFromObject(created)}
+	if _, err := f.runRec.Reconcile(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	return f, req, created, f.runOf(t, ref)
+}
+
+// laggingClient serves one run as a cache that has not caught up would,
+// and counts the status patches sent.
+type laggingClient struct {
+	client.Client
+	key     client.ObjectKey
+	stale   *taugridv1.TauRun
+	lagging bool
+	patches atomic.Int32
+}
+
+func (c *laggingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if run, ok := obj.(*taugridv1.TauRun); ok && c.lagging && key == c.key {
+		c.stale.DeepCopyInto(run)
+		return nil
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+func (c *laggingClient) Status() client.SubResourceWriter {
+	return countingWriter{c.Client.Status(), &c.patches}
+}
+
+type countingWriter struct {
+	client.SubResourceWriter
+	n *atomic.Int32
+}
+
+func (w countingWriter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+	w.n.Add(1)
+	return w.SubResourceWriter.Patch(ctx, obj, patch, opts...)
+}
+
+// TestAPollThatRequestsRunsSaysSoInOneEvent: one event per poll names the
+// runs it created, counting those beyond the first few; events were the
+// API server's busiest writes at scale.
+func TestAPollThatRequestsRunsSaysSoInOneEvent(t *testing.T) {
+	f := newRunFixture(t, "req")
+	rec := events.NewFakeRecorder(100)
+	f.repos.Recorder = rec
+	for _, tag := range []string{"run/a", "run/b", "run/c", "run/d", "run/e", "run/f", "run/g"} {
+		f.research.tag(tag)
+	}
+	f.poll(t)
+	var requested []string
+	for _, e := range drain(rec) {
+		if strings.Contains(e, repoctrl.ReasonRunRequested) {
+			requested = append(requested, e)
+		}
+	}
+	if len(requested) != 1 {
+		t.Fatalf("RunRequested events %q, want one for the poll", requested)
+	}
+	e := requested[0]
+	for _, want := range []string{"7 runs requested: ", "RunTag refs/tags/run/a at ", "(target default): TauRun ", "; and 2 more (kubectl get tauruns -l taugrid.dev/repository=research)"} {
+		if !strings.Contains(e, want) {
+			t.Errorf("event %q does not say %q", e, want)
+		}
+	}
+	if n := strings.Count(e, "TauRun "); n != repoctrl.RequestsNamed {
+		t.Errorf("event names %d runs, want %d", n, repoctrl.RequestsNamed)
+	}
+	if len(f.listRuns(t)) != 7 {
+		t.Errorf("%d TauRuns, want 7", len(f.listRuns(t)))
+	}
+}

@@ -1,0 +1,5 @@
+package repository
+
+const (
+	DefaultRepositoryWorkers = 16
+)

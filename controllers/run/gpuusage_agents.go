@@ -1,0 +1,160 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/taugrid/taugrid/api/gpus"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Where the node agents are, as the chart deploys them: a DaemonSet's pods
+// labelled so, whose container port named "metrics" serves /gpus.
+const (
+	NodeAgentLabel    = "app.kubernetes.io/name"
+	NodeAgentName     = "tau-nodeagent"
+	nodeAgentPortName = "metrics"
+	// AgentTimeout bounds one agent's answer; agentParallel bounds the
+	// agents asked at once for one attempt.
+	AgentTimeout  = 5 * time.Second
+	agentParallel = 8
+	// maxReportBytes bounds one answer: an hour of 8 GPUs is under 100 KiB.
+	maxReportBytes = 4 << 20
+)
+
+// MetricGPUUsageReads counts the controller's reads of node agents, by result.
+const MetricGPUUsageReads = "taugrid_gpu_usage_reads_total"
+
+// NodeAgents reads GPU utilisation from the node agents. The agent of a
+// node is its tau-nodeagent pod in Namespace, reached at the pod's IP and
+// its "metrics" container port: the port the chart configures, read from
+// the pod itself. Agents' pods are not TauGrid's runs' and not in the
+// manager's cache, so Reader is the API reader, asked for one node's agent
+// at a time (a field selector), never for every pod of the cluster.
+type NodeAgents struct {
+	Reader    client.Reader
+	Namespace string
+	// HTTP asks the agents; nil: a client with agentTimeout.
+	HTTP *http.Client
+	// Reads counts reads by result (ok, error, no-agent); nil counts none.
+	Reads *prometheus.CounterVec
+}
+
+// NewGPUUsageReads registers the reads counter.
+func NewGPUUsageReads(reg prometheus.Registerer) (*prometheus.CounterVec, error) {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: MetricGPUUsageReads,
+		Help: "Reads of the node agents' /gpus by the controller, by result (ok, error, no-agent)."}, []string{"result"})
+	return c, reg.Register(c)
+}
+
+// Reports asks the agents of nodes for namespace's GPUs, agentParallel at a
+// time, each within agentTimeout.
+func (n *NodeAgents) Reports(ctx context.Context, namespace string, nodes []string) (map[string]*gpus.Report, []string) {
+	var (
+		mu     sync.Mutex
+		out    = map[string]*gpus.Report{}
+		unread []string
+		wg     sync.WaitGroup
+		slots  = make(chan struct{}, agentParallel)
+	)
+	for _, node := range nodes {
+		wg.Go(func() {
+			slots <- struct{}{}
+			defer func() { <-slots }()
+			rep, result := n.report(ctx, namespace, node)
+			n.count(result)
+			mu.Lock()
+			defer mu.Unlock()
+			if rep == nil {
+				unread = append(unread, node)
+				return
+			}
+			out[node] = rep
+		})
+	}
+	wg.Wait()
+	slices.Sort(unread)
+	return out, unread
+}
+
+func (n *NodeAgents) count(result string) {
+	if n.Reads != nil {
+		n.Reads.WithLabelValues(result).Inc()
+	}
+}
+
+// report reads one node's agent; nil and the result label when it cannot.
+func (n *NodeAgents) report(ctx context.Context, namespace, node string) (*gpus.Report, string) {
+	addr, err := n.agentOf(ctx, node)
+	switch {
+	case err != nil:
+		return nil, "error"
+	case addr == "":
+		return nil, "no-agent"
+	}
+	ctx, cancel := context.WithTimeout(ctx, AgentTimeout)
+	defer cancel()
+	u := url.URL{Scheme: "http", Host: addr, Path: gpus.Path, RawQuery: url.Values{"namespace": {namespace}}.Encode()}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, "error"
+	}
+	hc := n.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: AgentTimeout}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, "error"
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, "error"
+	}
+	rep := &gpus.Report{}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxReportBytes)).Decode(rep); err != nil || rep.Node != node {
+		return nil, "error" // an answer from another node's agent is no answer
+	}
+	return rep, "ok"
+}
+
+// agentOf is the address of the running agent pod on node, "" if none.
+func (n *NodeAgents) agentOf(ctx context.Context, node string) (string, error) {
+	var pods corev1.PodList
+	if err := n.Reader.List(ctx, &pods, client.InNamespace(n.Namespace), client.MatchingLabels{NodeAgentLabel: NodeAgentName},
+		client.MatchingFields{"spec.nodeName": node}); err != nil {
+		return "", fmt.Errorf("finding the node agent on %s: %w", node, err)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName != node || p.Status.Phase != corev1.PodRunning || p.Status.PodIP == "" || p.DeletionTimestamp != nil {
+			continue
+		}
+		if port := metricsPort(&p); port > 0 {
+			return net.JoinHostPort(p.Status.PodIP, strconv.Itoa(int(port))), nil
+		}
+	}
+	return "", nil
+}
+
+// metricsPort is the agent container's "metrics" port.
+func metricsPort(p *corev1.Pod) int32 {
+	for _, c := range p.Spec.Containers {
+		for _, port := range c.Ports {
+			if port.Name == nodeAgentPortName {
+				return port.ContainerPort
+			}
+		}
+	}
+	return 0
+}

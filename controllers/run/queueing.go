@@ -1,0 +1,234 @@
+package run
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/runs"
+	batchv1 "k8s.io/api/batch/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	shared "github.com/taugrid/taugrid/controllers/shared"
+)
+
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=localqueues;clusterqueues,verbs=get;list;watch
+
+// maxAhead is how many workloads ahead of a run its explanation names.
+const maxAhead = 3
+
+// queueState reads a workload's queue from the cache: its ClusterQueue and
+// its position among that queue's pending workloads. It makes no API calls
+// beyond the informers' lists.
+func (r *RunReconciler) queueState(ctx context.Context, wl *kueue.Workload) runs.QueueState {
+	var q runs.QueueState
+	lq := &kueue.LocalQueue{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: wl.Namespace, Name: string(wl.Spec.QueueName)}, lq); err != nil {
+		return q
+	}
+	cq := &kueue.ClusterQueue{}
+	if err := r.Get(ctx, types.NamespacedName{Name: string(lq.Spec.ClusterQueue)}, cq); err != nil {
+		return q
+	}
+	q.ClusterQueue = cq
+	feeds, err := r.feeding(ctx, lq.Spec.ClusterQueue)
+	if err != nil {
+		return q
+	}
+	var pending []*kueue.Workload
+	for ns, queues := range feeds {
+		// Only the namespaces whose LocalQueues feed this ClusterQueue are
+		// read: one tenant's share of the cluster's Workloads, not all of
+		// them for every queued run (hack/scale, 10,000 runs: 22 MB listed
+		// per pass of the queued runs).
+		var wls kueue.WorkloadList
+		if r.List(ctx, &wls, client.InNamespace(ns), client.UnsafeDisableDeepCopy) != nil {
+			return runs.QueueState{ClusterQueue: cq}
+		}
+		for i := range wls.Items {
+			w := &wls.Items[i]
+			switch {
+			case !queues[string(w.Spec.QueueName)]:
+			case isPending(w):
+				pending = append(pending, w)
+			case meta.IsStatusConditionTrue(w.Status.Conditions, kueue.WorkloadAdmitted) && !meta.IsStatusConditionTrue(w.Status.Conditions, kueue.WorkloadFinished):
+				if end, ok := r.timeLimit(ctx, w); ok && (q.FreesBy.IsZero() || end.Before(q.FreesBy)) {
+					q.FreesBy, q.FreedBy = end, describeWorkload(w)
+				}
+			}
+		}
+	}
+	q.Position, q.Pending, q.Ahead = positionIn(pending, wl)
+	return q
+}
+
+// feeding names the LocalQueues that feed a ClusterQueue, by namespace.
+func (r *RunReconciler) feeding(ctx context.Context, cq kueue.ClusterQueueReference) (map[string]map[string]bool, error) {
+	var lqs kueue.LocalQueueList
+	if err := r.List(ctx, &lqs, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	feeds := map[string]map[string]bool{}
+	for _, l := range lqs.Items {
+		if l.Spec.ClusterQueue != cq {
+			continue
+		}
+		if feeds[l.Namespace] == nil {
+			feeds[l.Namespace] = map[string]bool{}
+		}
+		feeds[l.Namespace][l.Name] = true
+	}
+	return feeds, nil
+}
+
+// isPending: waiting for quota, neither reserved nor finished.
+func isPending(w *kueue.Workload) bool {
+	return w.DeletionTimestamp.IsZero() && (w.Spec.Active == nil || *w.Spec.Active) &&
+		!meta.IsStatusConditionTrue(w.Status.Conditions, kueue.WorkloadQuotaReserved) &&
+		!meta.IsStatusConditionTrue(w.Status.Conditions, kueue.WorkloadFinished)
+}
+
+// positionIn orders pending workloads as Kueue's BestEffortFIFO and
+// StrictFIFO queues do (higher priority first, then older) and returns
+// wl's 1-based place, the number pending, and who is just ahead.
+func positionIn(pending []*kueue.Workload, wl *kueue.Workload) (int, int, []string) {
+	sort.SliceStable(pending, func(i, j int) bool {
+		a, b := pending[i], pending[j]
+		if pa, pb := priority(a), priority(b); pa != pb {
+			return pa > pb
+		}
+		if !a.CreationTimestamp.Equal(&b.CreationTimestamp) {
+			return a.CreationTimestamp.Before(&b.CreationTimestamp)
+		}
+		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+	})
+	for i, w := range pending {
+		if w.UID == wl.UID && w.Namespace == wl.Namespace && w.Name == wl.Name {
+			var ahead []string
+			for j := max(0, i-maxAhead); j < i; j++ {
+				ahead = append(ahead, describeWorkload(pending[j]))
+			}
+			return i + 1, len(pending), ahead
+		}
+	}
+	return 0, len(pending), nil
+}
+
+func priority(w *kueue.Workload) int32 {
+	if w.Spec.Priority != nil {
+		return *w.Spec.Priority
+	}
+	return 0
+}
+
+// describeWorkload names a workload as a researcher knows it: the run, and
+// its priority.
+func describeWorkload(w *kueue.Workload) string {
+	name := w.Name
+	if run, ok := runOfWorkload(w); ok {
+		name = "run " + run
+	}
+	return fmt.Sprintf("%s/%s (priority %d)", w.Namespace, name, priority(w))
+}
+
+// preemptions counts the run's attempts that ended preempted.
+func preemptions(run *taugridv1.TauRun) int {
+	n := 0
+	for _, a := range run.Status.Attempts {
+		if a.FailureClass == string(taugridv1.FailurePreempted) {
+			n++
+		}
+	}
+	return n
+}
+
+// queueDeadlines ends a waiting run that can never be admitted, or that
+// waited longer than its max_queue_time, releasing its place in the queue;
+// done reports that it did. Otherwise it says when to look again.
+func (r *RunReconciler) queueDeadlines(ctx context.Context, run *taugridv1.TauRun, ex runs.Explanation) (done bool, after time.Duration, err error) {
+	msg := ""
+	if ex.Kind == runs.WaitInfeasible {
+		msg = ex.Short
+	} else {
+		plan, err := r.plan(ctx, run, len(run.Status.Attempts))
+		if err != nil || plan.MaxQueueTime <= 0 {
+			return false, 0, nil //nolint:nilerr // a plan error shows at the next submission, not here
+		}
+		start := shared.Since(run, taugridv1.PhaseQueued)
+		if run.Status.Phase != taugridv1.PhaseQueued || start.IsZero() {
+			return false, plan.MaxQueueTime, nil
+		}
+		waited := r.Clock.Now().Sub(start)
+		if waited < plan.MaxQueueTime {
+			return false, plan.MaxQueueTime - waited, nil
+		}
+		msg = fmt.Sprintf("waited %s in the queue, the limit (limits.max_queue_time) is %s: %s", waited.Round(time.Second), plan.MaxQueueTime, ex.Short)
+	}
+	if err := r.deleteWorkload(ctx, run); err != nil {
+		return false, 0, err
+	}
+	if n := len(run.Status.Attempts); n > 0 {
+		a := &run.Status.Attempts[n-1]
+		now := metav1.NewTime(r.Clock.Now())
+		a.EndTime, a.Reason = &now, msg
+	}
+	run.Status.Workload.Reason = ex.Long
+	r.fail(run, ReasonFailed, msg)
+	return true, 0, nil
+}
+
+// startDeadline reports an admitted attempt whose pods are still not
+// running after the platform's start deadline, or when to look again.
+func (r *RunReconciler) startDeadline(ctx context.Context, run *taugridv1.TauRun) (late bool, after time.Duration, err error) {
+	plan, err := r.plan(ctx, run, len(run.Status.Attempts))
+	if err != nil || plan.StartDeadline <= 0 {
+		return false, 0, nil //nolint:nilerr // a plan error shows at the next submission
+	}
+	start := shared.Since(run, taugridv1.PhaseAdmitted)
+	if run.Status.Phase != taugridv1.PhaseAdmitted || start.IsZero() {
+		return false, plan.StartDeadline, nil
+	}
+	waited := r.Clock.Now().Sub(start)
+	if waited < plan.StartDeadline {
+		return false, plan.StartDeadline - waited, nil
+	}
+	return true, 0, nil
+}
+
+// jobEndedInFailure reports a workload that ended in failure by itself.
+func jobEndedInFailure(o Observed) bool {
+	p, done := finished(o)
+	return done && p.Phase == taugridv1.PhaseFailed
+}
+
+// timeLimit is when an admitted workload's Job or RayJob must end: its
+// start plus its activeDeadlineSeconds, read from the cache.
+func (r *RunReconciler) timeLimit(ctx context.Context, w *kueue.Workload) (time.Time, bool) {
+	owner := metav1.GetControllerOf(w)
+	if owner == nil {
+		return time.Time{}, false
+	}
+	key := types.NamespacedName{Namespace: w.Namespace, Name: owner.Name}
+	switch owner.Kind {
+	case "Job":
+		j := &batchv1.Job{}
+		if r.Get(ctx, key, j, client.UnsafeDisableDeepCopy) != nil || j.Status.StartTime == nil || j.Spec.ActiveDeadlineSeconds == nil {
+			return time.Time{}, false
+		}
+		return j.Status.StartTime.Add(time.Duration(*j.Spec.ActiveDeadlineSeconds) * time.Second), true
+	case "RayJob":
+		j := &rayv1.RayJob{}
+		if r.Get(ctx, key, j, client.UnsafeDisableDeepCopy) != nil || j.Status.StartTime == nil || j.Spec.ActiveDeadlineSeconds == nil {
+			return time.Time{}, false
+		}
+		return j.Status.StartTime.Add(time.Duration(*j.Spec.ActiveDeadlineSeconds) * time.Second), true
+	}
+	return time.Time{}, false
+}

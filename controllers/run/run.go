@@ -1,0 +1,834 @@
+package run
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"time"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/clusters"
+	"github.com/taugrid/taugrid/evidence"
+	"github.com/taugrid/taugrid/gitsource"
+	"github.com/taugrid/taugrid/render"
+	"github.com/taugrid/taugrid/runs"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	shared "github.com/taugrid/taugrid/controllers/shared"
+	policy "github.com/taugrid/taugrid/policy"
+)
+
+// recordSettle is how soon a run is looked at again after a fact was
+// recorded on it, or after its cache was seen to lag: long enough for the
+// cache to catch up with the status just written.
+const recordSettle = 200 * time.Millisecond
+
+// Event reasons, equal to the condition reasons they accompany.
+const (
+	ReasonSubmitted     = "Submitted"
+	ReasonInvalidConfig = "InvalidConfig"
+	ReasonCancelled     = "Cancelled"
+	ReasonQueued        = "Queued"
+	ReasonAdmitted      = "Admitted"
+	ReasonRunning       = "Running"
+	ReasonSucceeded     = "Succeeded"
+	ReasonFailed        = "Failed"
+	ReasonRetrying      = "Retrying"
+	ReasonResumed       = "Resumed"
+)
+
+// RunReconciler turns a TauRun into a suspended Job or RayJob in Kueue and
+// follows it to the end.
+type RunReconciler struct {
+	client.Client
+	Scheme   *runtime.Scheme
+	Clock    clock.PassiveClock
+	Recorder events.EventRecorder
+	Files    policy.TauFileReader
+	Policies policy.PolicyProvider
+	// APIReader reads around the cache, to tell a workload that is gone from
+	// one the cache has not seen yet. Nil: Client.
+	APIReader client.Reader
+	// Sources provides the source archive an attempt's pods fetch; nil
+	// renders no fetch step.
+	Sources SourceArchiver
+	// Evidence links each run's evidence page; an attempt that ends is
+	// marked for its controller to seal. Nil records none.
+	Evidence *evidence.Page
+	// Clusters reads the pods of attempts dispatched to MultiKueue worker
+	// clusters; nil: every run's pods are read from Client.
+	Clusters clusters.Locator
+	// GPUUsage reads running attempts' GPU utilisation from the node
+	// agents; nil reads none.
+	GPUUsage GPUUsageSource
+	// Workers is how many runs are reconciled at once; 0 means
+	// DefaultRunWorkers.
+	Workers int
+
+	submitted *shared.Memo[types.UID, submission]       // see cacheLagsSubmission
+	writes    *shared.Memo[types.NamespacedName, write] // see cacheLagsWrite
+	held      *shared.Memo[holdKey, struct{}]           // see holdOnWorker
+}
+
+// SourceArchiver builds a run's source archive and says where pods fetch it.
+type SourceArchiver interface {
+	SourceArchive(ctx context.Context, repo *taugridv1.TauRepository, run *taugridv1.TauRun) (*render.SourceArchive, error)
+}
+
+// +kubebuilder:rbac:groups=taugrid.dev,resources=tauruns,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=taugrid.dev,resources=tauruns/status,verbs=get;patch
+// +kubebuilder:rbac:groups=taugrid.dev,resources=taurepositories,verbs=get;list;watch
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=ray.io,resources=rayjobs,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=create
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile runs the steps in order and patches the status once.
+func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, err error) {
+	run := &taugridv1.TauRun{}
+	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
+		if apierrors.IsNotFound(err) {
+			shared.MemoOf(&r.writes).Forget(req.NamespacedName)
+		}
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	resume := resumeRequested(run)
+	if !run.DeletionTimestamp.IsZero() {
+		return reconcile.Result{}, nil
+	}
+	if r.CacheLagsWrite(run) {
+		return reconcile.Result{RequeueAfter: CacheLag}, nil
+	}
+	if run.Status.Phase.Final() && !resume {
+		if shared.Sealing(run) {
+			return afterSeal(reconcile.Result{}), nil // released once sealed
+		}
+		return r.reconcileEnded(ctx, run)
+	}
+	base := run.DeepCopy()
+	var submitted client.Object // the workload this reconcile submitted
+	defer func() {
+		run.Status.ObservedGeneration = run.Generation
+		r.recordEnd(base, run)
+		perr := r.PatchStatus(ctx, base, run)
+		if apierrors.IsConflict(perr) {
+			// A stale copy: look again at once, without an error's backoff.
+			result = reconcile.Result{RequeueAfter: 50 * time.Millisecond}
+			return
+		}
+		if perr == nil && submitted != nil {
+			r.announceSubmitted(run, submitted)
+		}
+		switch {
+		case perr == nil && shared.Sealing(run):
+			// The evidence controller seals the ended attempts from their
+			// pods; they are released after.
+			result = afterSeal(result)
+		case perr == nil:
+			perr = r.releaseEnded(ctx, run)
+		}
+		if perr != nil && err == nil {
+			err = perr
+		}
+	}()
+	if run.Spec.Cancel {
+		return r.reconcileCancel(ctx, run)
+	}
+	if resume {
+		r.reopen(run)
+	}
+	if run.Status.Workload == nil {
+		if r.cacheLagsSubmission(run) {
+			return reconcile.Result{RequeueAfter: recordSettle}, nil
+		}
+		if refused, err := r.reconcileSignature(ctx, run); refused || err != nil {
+			return reconcile.Result{}, err
+		}
+		plan, err := r.plan(ctx, run, len(run.Status.Attempts)+1)
+		if wait := r.retryDue(run, plan); wait > 0 && !resume {
+			return reconcile.Result{RequeueAfter: wait}, nil
+		}
+		submitted, err = r.reconcileSubmit(ctx, run, plan, err)
+		if errors.Is(err, policy.ErrNoPolicyYet) {
+			r.setPhase(run, taugridv1.PhasePending, err.Error())
+			return reconcile.Result{RequeueAfter: 10 * time.Second}, nil
+		}
+		// The new workload's watch event brings the run back; reading it
+		// now could race the cache. If a reconcile working from a copy the
+		// cache had not caught up with spent those events, this look does.
+		return reconcile.Result{RequeueAfter: submitRecheck}, err
+	}
+	return r.reconcileProgress(ctx, run)
+}
+
+// The patch carries the resourceVersion it was computed from: a reconcile
+// that read a copy the cache had not caught up with gets a conflict, not a
+// status that mixes its stale phase with newer fields (Running with an
+// admitted run's message). The run's watch event brings a fresh look.
+func (r *RunReconciler) PatchStatus(ctx context.Context, base, run *taugridv1.TauRun) error {
+	if equality.Semantic.DeepEqual(base.Status, run.Status) {
+		return nil
+	}
+	err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	// A patch the API server stored nothing for (a time that differs only
+	// below the second it keeps) leaves the resourceVersion as it was: the
+	// cache already shows that copy, so there is nothing to wait for.
+	if err == nil && run.ResourceVersion != base.ResourceVersion {
+		r.wrote(client.ObjectKeyFromObject(run), base.ResourceVersion)
+	}
+	return client.IgnoreNotFound(err)
+}
+
+// resumeRequested reports an unhandled resume request on a failed run.
+func resumeRequested(run *taugridv1.TauRun) bool {
+	v := run.Annotations[taugridv1.AnnotationResume]
+	return v != "" && v != run.Status.LastHandledResume && run.Status.Phase == taugridv1.PhaseFailed && !run.Spec.Cancel &&
+		len(run.Status.Attempts) > 0 // a run that never ran has nothing to resume: it was invalid
+}
+
+// reopen takes a failed run back to Pending for its next attempt.
+func (r *RunReconciler) reopen(run *taugridv1.TauRun) {
+	run.Status.LastHandledResume = run.Annotations[taugridv1.AnnotationResume]
+	run.Status.Workload = nil
+	apimeta.RemoveStatusCondition(&run.Status.Conditions, taugridv1.ConditionStalled)
+	msg := fmt.Sprintf("resuming by request: attempt %d", len(run.Status.Attempts)+1)
+	r.setPhase(run, taugridv1.PhasePending, msg)
+	r.setCondition(run, taugridv1.ConditionReady, metav1.ConditionFalse, ReasonResumed, msg)
+	r.Recorder.Eventf(run, nil, corev1.EventTypeNormal, ReasonResumed, "Resume", "%s", msg)
+}
+
+// retryDue is how long the next attempt, planned as plan, must still wait
+// after the last attempt ended; 0 when it is due (or for the first
+// attempt, or without a plan: reconcileSubmit reports why there is none).
+func (r *RunReconciler) retryDue(run *taugridv1.TauRun, plan *render.Plan) time.Duration {
+	n := len(run.Status.Attempts)
+	if n == 0 || run.Status.Attempts[n-1].EndTime == nil || plan == nil {
+		return 0
+	}
+	return max(0, run.Status.Attempts[n-1].EndTime.Add(plan.Retry.Backoff(n)).Sub(r.Clock.Now()))
+}
+
+// reconcileSubmit creates the workload of plan, the tau file at the run's
+// commit rendered under the policy in force, or reports planErr, why there
+// is no plan. An invalid file or a policy violation fails the run (Stalled,
+// Ready=False) and submits nothing. It returns the workload it submitted.
+func (r *RunReconciler) reconcileSubmit(ctx context.Context, run *taugridv1.TauRun, plan *render.Plan, planErr error) (client.Object, error) {
+	attempt := len(run.Status.Attempts) + 1
+	if attempt == 1 {
+		r.setPhase(run, taugridv1.PhasePending, "reading "+render.TargetFile(run.Spec.Target))
+	}
+	err := planErr
+	if err == nil {
+		err = r.attachSource(ctx, run, plan)
+	}
+	var objs []client.Object
+	if err == nil {
+		objs = render.Render(plan)
+		err = policy.CheckFeasible(ctx, r.Client, run.Namespace, plan, objs)
+	}
+	if len(render.Errors(err)) > 0 || errors.Is(err, gitsource.ErrNotFound) {
+		r.fail(run, ReasonInvalidConfig, err.Error())
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	w := objs[0]
+	kind := w.GetObjectKind().GroupVersionKind().Kind // Create clears TypeMeta
+	for _, o := range objs {
+		if err := controllerutil.SetControllerReference(run, o, r.Scheme); err != nil {
+			return nil, err
+		}
+		if err := r.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("creating %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
+		}
+	}
+	run.Status.Workload = &taugridv1.WorkloadStatus{Kind: kind, Name: w.GetName(),
+		Queue: w.GetLabels()[render.LabelQueueName]}
+	run.Status.Attempts = append(run.Status.Attempts, taugridv1.Attempt{Number: attempt, Workload: w.GetName()})
+	r.setPhase(run, taugridv1.PhaseQueued, "submitted to queue "+run.Status.Workload.Queue)
+	return w, nil // announced once the status says so
+}
+
+// plan loads the tau file and the policy and resolves an attempt. A retry
+// avoids the nodes of earlier attempts that hit a GPU fault or lost their
+// node, and resumes from the checkpoint directory.
+func (r *RunReconciler) plan(ctx context.Context, run *taugridv1.TauRun, attempt int) (*render.Plan, error) {
+	repo := &taugridv1.TauRepository{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Repository}, repo); err != nil {
+		return nil, fmt.Errorf("repository %s: %w", run.Spec.Repository, err)
+	}
+	file := render.TargetFile(run.Spec.Target)
+	data, err := r.Files.ReadFile(ctx, repo, run.Spec.Trigger.Ref, run.Spec.Commit, file)
+	if err != nil {
+		return nil, err
+	}
+	rc, err := render.LoadConfigWithOverrides(file, data, run.Spec.Trigger.Overrides)
+	if err != nil {
+		return nil, err
+	}
+	pol, commit, err := r.Policies.Policy(ctx, repo.Spec.Platform)
+	if err != nil {
+		return nil, err
+	}
+	tenant := pol.TenantForNamespace(run.Namespace)
+	if tenant == nil {
+		return nil, &render.FieldError{File: file, Line: 1, Col: 1, Msg: fmt.Sprintf("namespace %s is no tenant's in the platform policy", run.Namespace)}
+	}
+	protected, err := r.credentialSecrets(ctx, run.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	run.Status.TauFile, run.Status.ConfigDigest = file, rc.Digest
+	run.Status.PolicyCommit, run.Status.PolicyDigest = commit, pol.Digest
+	meta := shared.AttemptRun(run, attempt, commit)
+	meta.ProtectedSecrets = protected
+	return render.Resolve(rc, pol, tenant.Name, meta)
+}
+
+// credentialSecrets are the Secrets of a namespace that TauGrid reads for
+// its repositories (git credentials, forge tokens and App keys, webhook
+// secrets, allowed signers): no run's env_secret may name one.
+func (r *RunReconciler) credentialSecrets(ctx context.Context, ns string) ([]string, error) {
+	var repos taugridv1.TauRepositoryList
+	if err := r.List(ctx, &repos, client.InNamespace(ns), client.UnsafeDisableDeepCopy); err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, repo := range repos.Items {
+		s := repo.Spec
+		if s.SecretRef != nil {
+			names = append(names, s.SecretRef.Name)
+		}
+		if s.Webhook != nil {
+			names = append(names, s.Webhook.SecretRef.Name)
+		}
+		if s.Forge != nil {
+			names = append(names, s.Forge.SecretRef.Name)
+		}
+		if s.Verification != nil {
+			names = append(names, s.Verification.SecretRef.Name)
+		}
+	}
+	return names, nil
+}
+
+// attachSource builds the commit's source archive for the attempt's pods.
+// Only a submission needs it; retry decisions plan without it.
+func (r *RunReconciler) attachSource(ctx context.Context, run *taugridv1.TauRun, plan *render.Plan) error {
+	if r.Sources == nil {
+		return nil
+	}
+	repo := &taugridv1.TauRepository{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Repository}, repo); err != nil {
+		return fmt.Errorf("repository %s: %w", run.Spec.Repository, err)
+	}
+	src, err := r.Sources.SourceArchive(ctx, repo, run)
+	if err != nil {
+		return err
+	}
+	plan.Run.Source = src
+	run.Status.SourceDigest = src.SHA256
+	return nil
+}
+
+// reconcileProgress follows the workload and Kueue's Workload and moves the
+// phase; sets Ready when the run ends.
+func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.TauRun) (reconcile.Result, error) {
+	obs, err := r.observe(ctx, run)
+	gone := apierrors.IsNotFound(err)
+	if err != nil && !gone {
+		return reconcile.Result{}, err
+	}
+	if err := r.fenceOnWorker(ctx, run, obs.Cluster); err != nil {
+		return reconcile.Result{}, err
+	}
+	r.holdOnWorker(ctx, run, obs.Cluster)
+	recordCluster(run, obs.Cluster)
+	p := Advance(run.Status.Phase, run.Status.Message, DeriveProgress(obs))
+	end, err := r.attemptEnd(ctx, run, &obs, gone, p.Phase == taugridv1.PhaseSucceeded)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if end == AttemptRecordPreemption || end == AttemptRecordWorkerLoss {
+		// The record first: deleting anything before it is stored would
+		// leave the next look only a missing job to go by.
+		return reconcile.Result{RequeueAfter: recordSettle}, nil
+	}
+	if end == AttemptPreempted || end == AttemptDeleted || end == AttemptWorkerLost {
+		if stale, err := r.staleRun(ctx, run); err != nil || stale {
+			return reconcile.Result{RequeueAfter: recordSettle}, err
+		}
+	}
+	if end == AttemptDeleted {
+		r.fail(run, ReasonFailed, fmt.Sprintf("%s %s was deleted", run.Status.Workload.Kind, run.Status.Workload.Name))
+		return reconcile.Result{}, nil
+	}
+	// A preempted attempt is over: Kueue would requeue the same Job and
+	// start it from scratch. TauGrid ends it instead, and the retry policy
+	// decides whether a new attempt resumes from its checkpoint.
+	if end == AttemptGoesOn && obs.WorkerErr != nil && !p.Phase.Final() {
+		return r.workerUnreachable(run, obs)
+	}
+	preempted := end == AttemptPreempted || end == AttemptWorkerLost
+	if preempted {
+		p.Phase = taugridv1.PhaseFailed
+	}
+	var wait *runs.Explanation
+	var queue runs.QueueState
+	var recheck time.Duration // when a queue or start deadline falls due
+	var idle bool             // GPUs idle, under idle_policy: stop
+	switch p.Phase {
+	case taugridv1.PhaseQueued:
+		if obs.Workload != nil {
+			queue = r.queueState(ctx, obs.Workload)
+		}
+		ex, dispatched := r.explainDispatched(ctx, obs.Workload, runs.ExplainWait(obs.Workload, queue))
+		wait, p.Message = &ex, ex.Short
+		if done, after, err := r.queueDeadlines(ctx, run, ex); done || err != nil {
+			return reconcile.Result{}, err
+		} else {
+			recheck = sooner(after, dispatched)
+		}
+	case taugridv1.PhaseAdmitted:
+		late, after, err := r.startDeadline(ctx, run)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		recheck = after
+		if late {
+			p.Phase = taugridv1.PhaseFailed
+		}
+	case taugridv1.PhaseRunning:
+		if idle, recheck, err = r.reconcileGPUUsage(ctx, run, obs); err != nil {
+			return reconcile.Result{}, err
+		} else if idle {
+			p.Phase = taugridv1.PhaseFailed
+		}
+	}
+	if p.Phase == taugridv1.PhaseFailed {
+		var class taugridv1.FailureClass
+		if class, p.Message, err = r.classify(ctx, run, obs, p.Admitted && !preempted && !running(obs) && !jobEndedInFailure(obs)); err != nil {
+			return reconcile.Result{}, err
+		}
+		if idle {
+			class, p.Message = endIdle(run, r.Clock.Now())
+		}
+		if preempted || !jobEndedInFailure(obs) {
+			// The attempt is over but its workload is not: delete it so
+			// Kueue cannot requeue it. Its pods get their termination
+			// grace to save a checkpoint.
+			if err := r.deleteWorkload(ctx, run); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+		after, retrying, note, err := r.reconcileRetry(ctx, run, class, p.Message)
+		if err != nil || retrying {
+			return reconcile.Result{RequeueAfter: after}, err
+		}
+		p.Message += note
+	}
+	w := run.Status.Workload
+	w.Admitted = p.Admitted
+	w.Reason, w.Position = "", nil
+	if wait != nil {
+		w.Reason = wait.Long
+		if queue.Position > 0 {
+			w.Position = ptr.To(int32(queue.Position))
+		}
+	}
+	if obs.Workload != nil {
+		w.Workload = obs.Workload.Name
+	}
+	if n := len(run.Status.Attempts); p.Phase == taugridv1.PhaseRunning && n > 0 && run.Status.Attempts[n-1].StartTime == nil {
+		now := metav1.NewTime(r.Clock.Now())
+		run.Status.Attempts[n-1].StartTime = &now
+	}
+	if p.Phase != run.Status.Phase {
+		r.Recorder.Eventf(run, nil, eventType(p.Phase), string(p.Phase), "Progress", "%s", p.Message)
+	}
+	r.setPhase(run, p.Phase, p.Message)
+	r.setPodsRunning(run, p)
+	if p.Phase.Final() {
+		status := metav1.ConditionTrue
+		if p.Phase != taugridv1.PhaseSucceeded {
+			status = metav1.ConditionFalse
+		}
+		r.setCondition(run, taugridv1.ConditionReady, status, string(p.Phase), p.Message)
+		r.setCondition(run, taugridv1.ConditionReconciling, metav1.ConditionFalse, string(p.Phase), p.Message)
+	}
+	if recheck == 0 && (p.Phase == taugridv1.PhaseAdmitted || p.Phase == taugridv1.PhaseRunning) {
+		recheck = resyncFor(run)
+	}
+	return reconcile.Result{RequeueAfter: recheck}, nil
+}
+
+// Safety nets under the watches: an event a stale reconcile spent is made
+// up for by a look soon after a submission, and by a slow resync of the
+// runs that hold quota (admitted or running: as many as the cluster has
+// room for, never the whole queue), so no run says less than the cluster
+// shows for long. Queued runs hear from Kueue whenever their queue moves.
+const (
+	submitRecheck  = 2 * time.Second
+	progressResync = 30 * time.Second
+)
+
+// reconcileRetry schedules another attempt when the tau file's resilience
+// (capped by the platform) retries this failure class and attempts are
+// left: the run goes back to Pending and its next attempt is submitted
+// after the backoff. It reports whether it did.
+func (r *RunReconciler) reconcileRetry(ctx context.Context, run *taugridv1.TauRun, class taugridv1.FailureClass, msg string) (time.Duration, bool, string, error) {
+	plan, err := r.plan(ctx, run, len(run.Status.Attempts)+1)
+	switch {
+	case len(render.Errors(err)) > 0:
+		return 0, false, "", nil // the policy changed under the run: it cannot run again
+	case err != nil:
+		return 0, false, "", err
+	case class == taugridv1.FailurePreempted && plan.MaxPreemptions != nil && preemptions(run) > *plan.MaxPreemptions:
+		return 0, false, fmt.Sprintf("; preempted %d time(s), more than limits.max_preemptions (%d)", preemptions(run), *plan.MaxPreemptions), nil
+	case !slices.Contains(plan.Retry.On, string(class)) || len(run.Status.Attempts) > plan.Retry.MaxRetries:
+		return 0, false, "", nil
+	}
+	n := len(run.Status.Attempts)
+	wait := plan.Retry.Backoff(n)
+	run.Status.Workload = nil
+	r.setPhase(run, taugridv1.PhasePending, fmt.Sprintf("retrying in %s (attempt %d of %d) after %s", wait, n+1, plan.Retry.MaxRetries+1, msg))
+	r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, ReasonRetrying, "Retry", "%s", run.Status.Message)
+	return wait, true, "", nil
+}
+
+// classify names the failed attempt's class in its status record and
+// returns the run's message, "failed (Class): reason".
+func (r *RunReconciler) classify(ctx context.Context, run *taugridv1.TauRun, obs Observed, notStarted bool) (taugridv1.FailureClass, string, error) {
+	if n := len(run.Status.Attempts); n > 0 && workerLossRecorded(&run.Status.Attempts[n-1]) {
+		class, msg := endWorkerLost(run, r.Clock.Now())
+		return class, msg, nil
+	}
+	var pods corev1.PodList
+	attempt := strconv.Itoa(len(run.Status.Attempts))
+	podReader, err := r.podReader(ctx, dispatchedTo(run, obs.Workload))
+	if err != nil {
+		return "", "", err
+	}
+	if err := podReader.List(ctx, &pods, client.InNamespace(run.Namespace), client.MatchingLabels{render.LabelRun: run.Name}); err != nil {
+		return "", "", err
+	}
+	pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool {
+		a, ok := p.Labels[render.LabelAttempt]
+		return ok && a != attempt // pods of earlier attempts
+	})
+	nodes := map[string]*corev1.Node{}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == "" || nodes[p.Spec.NodeName] != nil {
+			continue
+		}
+		n := &corev1.Node{}
+		switch err := podReader.Get(ctx, types.NamespacedName{Name: p.Spec.NodeName}, n); {
+		case err == nil:
+			nodes[p.Spec.NodeName] = n
+		case apierrors.IsNotFound(err):
+			nodes[p.Spec.NodeName] = nil // gone: the pod lost its node
+		default:
+			return "", "", err
+		}
+	}
+	var recorded *taugridv1.Preemption
+	if n := len(run.Status.Attempts); n > 0 {
+		recorded = run.Status.Attempts[n-1].Preemption
+	}
+	class, reason := ClassifyFailure(FailureEvidence{Job: obs.Job, Pods: pods.Items, Workload: obs.Workload, Preemption: recorded, Nodes: nodes})
+	if notStarted {
+		// Admitted, yet its pods never ran within the start deadline.
+		var ok bool
+		if class, reason, ok = startFailure(pods.Items, nil); !ok {
+			class, reason = taugridv1.FailureInfrastructure, "its pods did not start"
+		}
+		reason = "not running within the platform's start deadline: " + reason
+	}
+	if class == taugridv1.FailurePreempted {
+		if recorded == nil {
+			recorded = PreemptionOf(obs.Workload, time.Time{})
+		}
+		msg := ""
+		if recorded != nil {
+			msg = recorded.Message
+		}
+		if by, err := r.preemptor(ctx, msg); err != nil {
+			return "", "", err
+		} else if by != "" {
+			reason = by
+		}
+		if n := len(run.Status.Attempts); n > 0 && run.Status.Attempts[n-1].StartTime != nil {
+			// What it had done since its last checkpoint is lost; at most this.
+			ran := r.Clock.Now().Sub(run.Status.Attempts[n-1].StartTime.Time).Round(time.Second)
+			reason += fmt.Sprintf(", after %s of running (work since its last checkpoint is lost)", ran)
+		}
+	}
+	if n := len(run.Status.Attempts); n > 0 {
+		a := &run.Status.Attempts[n-1]
+		a.FailureClass, a.Reason = string(class), reason
+		a.Nodes = slices.Sorted(maps.Keys(nodes))
+		if a.EndTime == nil {
+			now := metav1.NewTime(r.Clock.Now())
+			a.EndTime = &now
+		}
+	}
+	return class, fmt.Sprintf("failed (%s): %s", class, reason), nil
+}
+
+func eventType(p taugridv1.RunPhase) string {
+	if p == taugridv1.PhaseFailed {
+		return corev1.EventTypeWarning
+	}
+	return corev1.EventTypeNormal
+}
+
+// observe reads the current attempt's workload, its Kueue Workload and its
+// pods.
+func (r *RunReconciler) observe(ctx context.Context, run *taugridv1.TauRun) (Observed, error) {
+	var obs Observed
+	key := types.NamespacedName{Namespace: run.Namespace, Name: run.Status.Workload.Name}
+	var owner client.Object
+	switch run.Status.Workload.Kind {
+	case "RayJob":
+		obs.RayJob = &rayv1.RayJob{}
+		owner = obs.RayJob
+	default:
+		obs.Job = &batchv1.Job{}
+		owner = obs.Job
+	}
+	if err := r.Get(ctx, key, owner); apierrors.IsNotFound(err) && r.APIReader != nil {
+		err = r.APIReader.Get(ctx, key, owner)
+		if err != nil {
+			return obs, err
+		}
+	} else if err != nil {
+		return obs, err
+	}
+	// Kueue labels each Workload with its owner's UID.
+	var wls kueue.WorkloadList
+	if err := r.List(ctx, &wls, client.InNamespace(run.Namespace), client.MatchingLabels{shared.KueueJobUID: string(owner.GetUID())}); err != nil {
+		return obs, err
+	}
+	for i := range wls.Items {
+		if metav1.IsControlledBy(&wls.Items[i], owner) {
+			obs.Workload = &wls.Items[i]
+		}
+	}
+	// Pods and nodes are only read, so the cache's own objects serve: a
+	// held run of a 1,000-node cluster copies no node. A dispatched
+	// attempt's are its worker's.
+	obs.Cluster = dispatchedTo(run, obs.Workload)
+	if lost := lostWorker(run, obs.Workload); lost != "" {
+		obs.Cluster = lost // where the attempt's pods were
+	}
+	err := r.observePods(ctx, run, &obs)
+	if obs.Cluster != "" {
+		obs.WorkerErr, err = err, nil // one worker's outage is that run's alone
+	}
+	return obs, err
+}
+
+// observePods reads the attempt's pods, and the nodes when a pod is
+// unschedulable, from the cluster it runs on.
+func (r *RunReconciler) observePods(ctx context.Context, run *taugridv1.TauRun, obs *Observed) error {
+	podReader, err := r.podReader(ctx, obs.Cluster)
+	if err != nil {
+		return err
+	}
+	var pods corev1.PodList
+	attempt := strconv.Itoa(len(run.Status.Attempts))
+	if err := podReader.List(ctx, &pods, client.InNamespace(run.Namespace), client.MatchingLabels{render.LabelRun: run.Name, render.LabelAttempt: attempt},
+		client.UnsafeDisableDeepCopy); err != nil {
+		return err
+	}
+	obs.Pods = pods.Items
+	if slices.ContainsFunc(obs.Pods, func(p corev1.Pod) bool { return unscheduled(&p) != nil }) {
+		var nodes corev1.NodeList
+		if err := podReader.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+			return err
+		}
+		obs.Nodes = nodes.Items
+	}
+	return nil
+}
+
+// reconcileCancel deletes the workload and reports Cancelled once its pods
+// are gone. The run's ref or tag was deleted, or someone cancelled it.
+func (r *RunReconciler) reconcileCancel(ctx context.Context, run *taugridv1.TauRun) (reconcile.Result, error) {
+	if w := run.Status.Workload; w != nil {
+		if err := r.deleteWorkload(ctx, run); err != nil {
+			return reconcile.Result{}, err
+		}
+		if err := r.release(ctx, run, func(int) bool { return true }); err != nil {
+			return reconcile.Result{}, err
+		}
+		var pods corev1.PodList
+		if err := r.List(ctx, &pods, client.InNamespace(run.Namespace), client.MatchingLabels{render.LabelRun: run.Name}); err != nil {
+			return reconcile.Result{}, err
+		}
+		if len(pods.Items) > 0 {
+			r.setPhase(run, run.Status.Phase, fmt.Sprintf("cancelling: waiting for %d pods to stop", len(pods.Items)))
+			return reconcile.Result{RequeueAfter: time.Second}, nil
+		}
+	}
+	msg := "cancelled: its run ref or tag was deleted"
+	r.setPhase(run, taugridv1.PhaseCancelled, msg)
+	r.setCondition(run, taugridv1.ConditionReady, metav1.ConditionFalse, ReasonCancelled, msg)
+	r.setCondition(run, taugridv1.ConditionReconciling, metav1.ConditionFalse, ReasonCancelled, msg)
+	r.Recorder.Eventf(run, nil, corev1.EventTypeNormal, ReasonCancelled, "Cancel", "%s", msg)
+	return reconcile.Result{}, nil
+}
+
+func (r *RunReconciler) deleteWorkload(ctx context.Context, run *taugridv1.TauRun) error {
+	w := run.Status.Workload
+	var obj client.Object = &batchv1.Job{}
+	if w.Kind == "RayJob" {
+		obj = &rayv1.RayJob{}
+	}
+	obj.SetNamespace(run.Namespace)
+	obj.SetName(w.Name)
+	if err := r.Get(ctx, client.ObjectKeyFromObject(obj), obj); apierrors.IsNotFound(err) {
+		// The job went first: its Workload, pending again once evicted,
+		// must not wait for the garbage collector, nor be admitted again.
+		wl, err := r.WorkloadOwnedBy(ctx, run.Namespace, w.Name)
+		if wl == nil || err != nil {
+			return err
+		}
+		return client.IgnoreNotFound(r.Delete(ctx, wl))
+	} else if err != nil {
+		return err
+	}
+	if err := r.Delete(ctx, obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+		return err
+	}
+	// Its Kueue Workload too, at once: the garbage collector would, but
+	// until it does the Workload may still hold quota.
+	var wls kueue.WorkloadList
+	if err := r.List(ctx, &wls, client.InNamespace(run.Namespace), client.MatchingLabels{shared.KueueJobUID: string(obj.GetUID())}); err != nil {
+		return err
+	}
+	for i := range wls.Items {
+		if err := r.Delete(ctx, &wls.Items[i]); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fail ends the run as Failed with a Stalled condition: a human must act.
+func (r *RunReconciler) fail(run *taugridv1.TauRun, reason, msg string) {
+	r.setPhase(run, taugridv1.PhaseFailed, msg)
+	r.setCondition(run, taugridv1.ConditionStalled, metav1.ConditionTrue, reason, msg)
+	r.setCondition(run, taugridv1.ConditionReady, metav1.ConditionFalse, reason, msg)
+	r.setCondition(run, taugridv1.ConditionReconciling, metav1.ConditionFalse, reason, msg)
+	r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, reason, "Validate", "%s", shared.FirstLine(msg))
+}
+
+// setPhase moves the run to a phase, stamping the time it entered it.
+func (r *RunReconciler) setPhase(run *taugridv1.TauRun, phase taugridv1.RunPhase, msg string) {
+	run.Status.Message = msg
+	if run.Status.Phase == phase {
+		return
+	}
+	run.Status.Phase = phase
+	run.Status.Phases = append(run.Status.Phases, taugridv1.PhaseTransition{Phase: phase, Time: metav1.NewTime(r.Clock.Now())})
+	if !phase.Final() {
+		r.setCondition(run, taugridv1.ConditionReconciling, metav1.ConditionTrue, string(phase), msg)
+	}
+}
+
+// setPodsRunning says whether the attempt's pods run, and while admitted
+// why not: on their way, or held.
+func (r *RunReconciler) setPodsRunning(run *taugridv1.TauRun, p Progress) {
+	switch {
+	case p.Phase == taugridv1.PhaseRunning:
+		r.setCondition(run, taugridv1.ConditionPodsRunning, metav1.ConditionTrue, taugridv1.ReasonPodsRunning, "every pod of the attempt runs")
+	case p.Phase == taugridv1.PhaseAdmitted && p.Held:
+		r.setCondition(run, taugridv1.ConditionPodsRunning, metav1.ConditionFalse, taugridv1.ReasonPodsNotStarting, p.Message)
+	case p.Phase == taugridv1.PhaseAdmitted:
+		r.setCondition(run, taugridv1.ConditionPodsRunning, metav1.ConditionFalse, taugridv1.ReasonPodsStarting, p.Message)
+	default:
+		apimeta.RemoveStatusCondition(&run.Status.Conditions, taugridv1.ConditionPodsRunning)
+	}
+}
+
+func (r *RunReconciler) setCondition(run *taugridv1.TauRun, t string, s metav1.ConditionStatus, reason, msg string) {
+	shared.SetCondition(&run.Status.Conditions, run.Generation, r.Clock.Now(), t, s, reason, msg)
+}
+
+// SetupWithManager registers the reconciler: it watches TauRuns, the Jobs
+// and RayJobs they own, Kueue's Workloads for those, and their pods.
+func (r *RunReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	// What the cluster shows of a run wakes it ahead of new runs
+	// (PriorityObserved).
+	ownedByRun := observed(handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &taugridv1.TauRun{}, handler.OnlyControllerOwner()))
+	return ctrl.NewControllerManagedBy(mgr).
+		// Only spec changes (creation, cancellation), annotations and the
+		// evidence's seal matter; the run's other status patches would only
+		// wake it for nothing. A resume request is an annotation.
+		For(&taugridv1.TauRun{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, SealedNow()))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.Workers, DefaultRunWorkers)}).
+		Watches(&batchv1.Job{}, ownedByRun).
+		Watches(&rayv1.RayJob{}, ownedByRun).
+		Watches(&kueue.Workload{}, observed(handler.EnqueueRequestsFromMapFunc(workloadToRun))).
+		// Phases come from the pods: a pod scheduled, pulling, running or
+		// stuck changes what the run says within a reconcile.
+		Watches(&corev1.Pod{}, observed(handler.EnqueueRequestsFromMapFunc(podToRun))).
+		Complete(r)
+}
+
+// podToRun maps one of TauGrid's pods to its run by the run label every
+// pod template carries.
+func podToRun(_ context.Context, o client.Object) []reconcile.Request {
+	if run := o.GetLabels()[render.LabelRun]; run != "" {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: run}}}
+	}
+	return nil
+}
+
+// workloadToRun maps a Kueue Workload to the TauRun whose Job or RayJob owns
+// it: workloads are named <run>-<attempt>.
+func workloadToRun(_ context.Context, o client.Object) []reconcile.Request {
+	if run, ok := runOfWorkload(o); ok {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: run}}}
+	}
+	return nil
+}
+
+// runOfWorkload is the run whose Job or RayJob, named <run>-<attempt>,
+// controls a Kueue Workload.
+func runOfWorkload(o client.Object) (string, bool) {
+	if ref := metav1.GetControllerOfNoCopy(o); ref != nil {
+		return render.RunOfWorkload(ref.Name)
+	}
+	return "", false
+}

@@ -237,11 +237,10 @@ func setupControllers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 	ev *sealing.EvidenceRecorder, page *evidence.Page, workers clusters.Locator, o options) error {
 	c := mgr.GetClient()
 	clk := clock.RealClock{}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, server.IndexRepositoryURL, server.RepositoryURL); err != nil {
-		return err
-	}
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, server.IndexWebhookPath, server.WebhookPathOf); err != nil {
-		return err
+	for _, ix := range shared.Indexes() {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, ix.Object, ix.Field, ix.Extract); err != nil {
+			return err
+		}
 	}
 	posters, err := setupPosters(mgr, o)
 	if err != nil {

@@ -117,8 +117,10 @@ func startChartManager(t *testing.T, cfg *rest.Config, log logr.Logger) (*server
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &taugridv1.TauRepository{}, server.IndexRepositoryURL, server.RepositoryURL); err != nil {
-		t.Fatal(err)
+	for _, ix := range shared.Indexes() {
+		if err := mgr.GetFieldIndexer().IndexField(ctx, ix.Object, ix.Field, ix.Extract); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c, clk := mgr.GetClient(), clock.RealClock{}
 	policies := &policy.PolicyStore{Client: c, Git: gitClient, Namespace: chart.Namespace}

@@ -191,7 +191,7 @@ func (r *ForgeReconciler) post(ctx context.Context, run *taugridv1.TauRun, poste
 	posted, err := poster.Post(ctx, want)
 	if err != nil {
 		if forge.Refused(err) {
-			r.restore(ctx, run, previous)
+			err = errors.Join(err, r.restore(ctx, run, previous))
 		}
 		return err
 	}
@@ -221,11 +221,15 @@ func (r *ForgeReconciler) confirm(ctx context.Context, run *taugridv1.TauRun, re
 }
 
 // restore puts back the record a refused post replaced. If that fails the
-// record stays in flight, and the next reconcile asks the forge.
-func (r *ForgeReconciler) restore(ctx context.Context, run *taugridv1.TauRun, previous *taugridv1.ForgeStatus) {
+// record stays in flight, and the next reconcile asks the forge; the
+// failure is returned with the refusal.
+func (r *ForgeReconciler) restore(ctx context.Context, run *taugridv1.TauRun, previous *taugridv1.ForgeStatus) error {
 	base := run.DeepCopy()
 	run.Status.Forge = previous
-	_ = r.Status().Patch(ctx, run, client.MergeFrom(base))
+	if err := r.Status().Patch(ctx, run, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("restoring the record of the last post: %w", err)
+	}
+	return nil
 }
 
 // postError classifies a failed post.

@@ -2,6 +2,7 @@ package run
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -157,9 +158,12 @@ func (r *RunReconciler) queueDeadlines(ctx context.Context, run *taugridv1.TauRu
 	if ex.Kind == runs.WaitInfeasible {
 		msg = ex.Short
 	} else {
-		plan, err := r.plan(ctx, run, len(run.Status.Attempts))
+		plan, err := r.limits(ctx, run)
+		if errors.Is(err, errUnplannable) {
+			return false, 0, nil // no limit applies; the next submission says why
+		}
 		if err != nil || plan.MaxQueueTime <= 0 {
-			return false, 0, nil //nolint:nilerr // a plan error shows at the next submission, not here
+			return false, 0, err
 		}
 		start := shared.Since(run, taugridv1.PhaseQueued)
 		if run.Status.Phase != taugridv1.PhaseQueued || start.IsZero() {
@@ -187,9 +191,12 @@ func (r *RunReconciler) queueDeadlines(ctx context.Context, run *taugridv1.TauRu
 // startDeadline reports an admitted attempt whose pods are still not
 // running after the platform's start deadline, or when to look again.
 func (r *RunReconciler) startDeadline(ctx context.Context, run *taugridv1.TauRun) (late bool, after time.Duration, err error) {
-	plan, err := r.plan(ctx, run, len(run.Status.Attempts))
+	plan, err := r.limits(ctx, run)
+	if errors.Is(err, errUnplannable) {
+		return false, 0, nil // no limit applies; the next submission says why
+	}
 	if err != nil || plan.StartDeadline <= 0 {
-		return false, 0, nil //nolint:nilerr // a plan error shows at the next submission
+		return false, 0, err
 	}
 	start := shared.Since(run, taugridv1.PhaseAdmitted)
 	if run.Status.Phase != taugridv1.PhaseAdmitted || start.IsZero() {

@@ -92,6 +92,7 @@ type RunReconciler struct {
 	submitted *shared.Memo[types.UID, submission]       // see cacheLagsSubmission
 	writes    *shared.Memo[types.NamespacedName, write] // see cacheLagsWrite
 	held      *shared.Memo[holdKey, struct{}]           // see holdOnWorker
+	planned   *shared.Memo[types.UID, plannedLimits]    // see limits
 }
 
 // SourceArchiver builds a run's source archive and says where pods fetch it.
@@ -111,7 +112,9 @@ type SourceArchiver interface {
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile runs the steps in order and patches the status once.
+// Reconcile fetches the run; an ended one only has what its attempts hold
+// released (reconcileEnded). Any other runs reconcileRun's steps on a
+// copy whose status finish patches once, deferred.
 func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, err error) {
 	run := &taugridv1.TauRun{}
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
@@ -120,14 +123,15 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	resume := resumeRequested(run)
 	if !run.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil
 	}
 	if r.CacheLagsWrite(run) {
 		return reconcile.Result{RequeueAfter: CacheLag}, nil
 	}
+	resume := resumeRequested(run)
 	if run.Status.Phase.Final() && !resume {
+		r.forgetLimits(run)
 		if shared.Sealing(run) {
 			return afterSeal(reconcile.Result{}), nil // released once sealed
 		}
@@ -135,58 +139,78 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	}
 	base := run.DeepCopy()
 	var submitted client.Object // the workload this reconcile submitted
-	defer func() {
-		run.Status.ObservedGeneration = run.Generation
-		r.recordEnd(base, run)
-		perr := r.PatchStatus(ctx, base, run)
-		if apierrors.IsConflict(perr) {
-			// A stale copy: look again at once, without an error's backoff.
-			result = reconcile.Result{RequeueAfter: 50 * time.Millisecond}
-			return
-		}
-		if perr == nil && submitted != nil {
-			r.announceSubmitted(run, submitted)
-		}
-		switch {
-		case perr == nil && shared.Sealing(run):
-			// The evidence controller seals the ended attempts from their
-			// pods; they are released after.
-			result = afterSeal(result)
-		case perr == nil:
-			perr = r.releaseEnded(ctx, run)
-		}
-		if perr != nil && err == nil {
-			err = perr
-		}
-	}()
+	defer func() { result, err = r.finish(ctx, base, run, submitted, result, err) }()
+	result, submitted, err = r.reconcileRun(ctx, run, resume)
+	return result, err
+}
+
+// reconcileRun runs the steps of a run that has not ended: cancel it,
+// reopen it on a resume request, submit its next attempt, or follow the
+// one it has. It returns the workload it submitted, if any.
+func (r *RunReconciler) reconcileRun(ctx context.Context, run *taugridv1.TauRun, resume bool) (reconcile.Result, client.Object, error) {
 	if run.Spec.Cancel {
-		return r.reconcileCancel(ctx, run)
+		res, err := r.reconcileCancel(ctx, run)
+		return res, nil, err
 	}
 	if resume {
 		r.reopen(run)
 	}
-	if run.Status.Workload == nil {
-		if r.cacheLagsSubmission(run) {
-			return reconcile.Result{RequeueAfter: recordSettle}, nil
-		}
-		if refused, err := r.reconcileSignature(ctx, run); refused || err != nil {
-			return reconcile.Result{}, err
-		}
-		plan, err := r.plan(ctx, run, len(run.Status.Attempts)+1)
-		if wait := r.retryDue(run, plan); wait > 0 && !resume {
-			return reconcile.Result{RequeueAfter: wait}, nil
-		}
-		submitted, err = r.reconcileSubmit(ctx, run, plan, err)
-		if errors.Is(err, policy.ErrNoPolicyYet) {
-			r.setPhase(run, taugridv1.PhasePending, err.Error())
-			return reconcile.Result{RequeueAfter: 10 * time.Second}, nil
-		}
-		// The new workload's watch event brings the run back; reading it
-		// now could race the cache. If a reconcile working from a copy the
-		// cache had not caught up with spent those events, this look does.
-		return reconcile.Result{RequeueAfter: submitRecheck}, err
+	if run.Status.Workload != nil {
+		res, err := r.reconcileProgress(ctx, run)
+		return res, nil, err
 	}
-	return r.reconcileProgress(ctx, run)
+	if r.cacheLagsSubmission(run) {
+		return reconcile.Result{RequeueAfter: recordSettle}, nil, nil
+	}
+	if refused, err := r.reconcileSignature(ctx, run); refused || err != nil {
+		return reconcile.Result{}, nil, err
+	}
+	plan, err := r.plan(ctx, run, len(run.Status.Attempts)+1)
+	if wait := r.retryDue(run, plan); wait > 0 && !resume {
+		return reconcile.Result{RequeueAfter: wait}, nil, nil
+	}
+	submitted, err := r.reconcileSubmit(ctx, run, plan, err)
+	if errors.Is(err, policy.ErrNoPolicyYet) {
+		r.setPhase(run, taugridv1.PhasePending, err.Error())
+		return reconcile.Result{}, nil, shared.Waiting(10*time.Second, err)
+	}
+	// The new workload's watch event brings the run back; reading it now
+	// could race the cache. If a reconcile working from a copy the cache
+	// had not caught up with spent those events, this look does.
+	return reconcile.Result{RequeueAfter: submitRecheck}, submitted, err
+}
+
+// finish records what the reconcile did on the run and patches its status
+// once. observedGeneration moves only when the generation was handled (no
+// transient error and no wait: shared.Handled). A conflict means the
+// reconcile worked from a stale copy: the run is looked at again at once,
+// without an error's backoff. Once the status is stored, the submitted
+// workload is announced, and what the ended attempts hold is released
+// (after their evidence is sealed, when it is being sealed).
+func (r *RunReconciler) finish(ctx context.Context, base, run *taugridv1.TauRun, submitted client.Object, res reconcile.Result, err error) (reconcile.Result, error) {
+	if shared.Handled(err) {
+		run.Status.ObservedGeneration = run.Generation
+	}
+	r.recordEnd(base, run)
+	perr := r.PatchStatus(ctx, base, run)
+	if apierrors.IsConflict(perr) {
+		return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
+	}
+	if perr == nil && submitted != nil {
+		r.announceSubmitted(run, submitted)
+	}
+	switch {
+	case perr == nil && shared.Sealing(run):
+		// The evidence controller seals the ended attempts from their
+		// pods; they are released after.
+		res = afterSeal(res)
+	case perr == nil:
+		perr = r.releaseEnded(ctx, run)
+	}
+	if perr != nil {
+		return reconcile.Result{}, errors.Join(err, perr)
+	}
+	return shared.Finish(res, err)
 }
 
 // The patch carries the resourceVersion it was computed from: a reconcile
@@ -278,40 +302,58 @@ func (r *RunReconciler) reconcileSubmit(ctx context.Context, run *taugridv1.TauR
 	return w, nil // announced once the status says so
 }
 
-// plan loads the tau file and the policy and resolves an attempt. A retry
-// avoids the nodes of earlier attempts that hit a GPU fault or lost their
-// node, and resumes from the checkpoint directory.
+// plan resolves the attempt (resolve) and records on the status what it
+// was planned from: the tau file and its digest, the policy's commit and
+// digest.
 func (r *RunReconciler) plan(ctx context.Context, run *taugridv1.TauRun, attempt int) (*render.Plan, error) {
+	plan, from, err := r.resolve(ctx, run, attempt)
+	if from != nil { // also when the policy refuses the file: the status says which
+		run.Status.TauFile, run.Status.ConfigDigest = from.tauFile, from.configDigest
+		run.Status.PolicyCommit, run.Status.PolicyDigest = from.policyCommit, from.policyDigest
+	}
+	return plan, err
+}
+
+// planInputs are what an attempt was planned from.
+type planInputs struct {
+	tauFile, configDigest      string
+	policyCommit, policyDigest string
+}
+
+// resolve loads the tau file and the policy and resolves an attempt. A
+// retry avoids the nodes of earlier attempts that hit a GPU fault or lost
+// their node, and resumes from the checkpoint directory.
+func (r *RunReconciler) resolve(ctx context.Context, run *taugridv1.TauRun, attempt int) (*render.Plan, *planInputs, error) {
 	repo := &taugridv1.TauRepository{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Repository}, repo); err != nil {
-		return nil, fmt.Errorf("repository %s: %w", run.Spec.Repository, err)
+		return nil, nil, fmt.Errorf("repository %s: %w", run.Spec.Repository, err)
 	}
 	file := render.TargetFile(run.Spec.Target)
 	data, err := r.Files.ReadFile(ctx, repo, run.Spec.Trigger.Ref, run.Spec.Commit, file)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	rc, err := render.LoadConfigWithOverrides(file, data, run.Spec.Trigger.Overrides)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pol, commit, err := r.Policies.Policy(ctx, repo.Spec.Platform)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tenant := pol.TenantForNamespace(run.Namespace)
 	if tenant == nil {
-		return nil, &render.FieldError{File: file, Line: 1, Col: 1, Msg: fmt.Sprintf("namespace %s is no tenant's in the platform policy", run.Namespace)}
+		return nil, nil, &render.FieldError{File: file, Line: 1, Col: 1, Msg: fmt.Sprintf("namespace %s is no tenant's in the platform policy", run.Namespace)}
 	}
 	protected, err := r.credentialSecrets(ctx, run.Namespace)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	run.Status.TauFile, run.Status.ConfigDigest = file, rc.Digest
-	run.Status.PolicyCommit, run.Status.PolicyDigest = commit, pol.Digest
 	meta := shared.AttemptRun(run, attempt, commit)
 	meta.ProtectedSecrets = protected
-	return render.Resolve(rc, pol, tenant.Name, meta)
+	from := &planInputs{tauFile: file, configDigest: rc.Digest, policyCommit: commit, policyDigest: pol.Digest}
+	plan, err := render.Resolve(rc, pol, tenant.Name, meta)
+	return plan, from, err
 }
 
 // credentialSecrets are the Secrets of a namespace that TauGrid reads for
@@ -360,109 +402,169 @@ func (r *RunReconciler) attachSource(ctx context.Context, run *taugridv1.TauRun,
 	return nil
 }
 
-// reconcileProgress follows the workload and Kueue's Workload and moves the
-// phase; sets Ready when the run ends.
+// reconcileProgress follows the attempt's workload, Kueue's Workload and
+// the pods, and moves the phase; sets Ready when the run ends.
 func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.TauRun) (reconcile.Result, error) {
+	look, stop, err := r.observeAttempt(ctx, run)
+	if stop != nil || err != nil {
+		return ptr.Deref(stop, reconcile.Result{}), err
+	}
+	obs, p := look.obs, look.p
+	// A preempted attempt is over: Kueue would requeue the same Job and
+	// start it from scratch. TauGrid ends it instead, and the retry policy
+	// decides whether a new attempt resumes from its checkpoint.
+	if look.end == AttemptGoesOn && obs.WorkerErr != nil && !p.Phase.Final() {
+		return r.workerUnreachable(run, obs)
+	}
+	preempted := look.end == AttemptPreempted || look.end == AttemptWorkerLost
+	if preempted {
+		p.Phase = taugridv1.PhaseFailed
+	}
+	check, err := r.checkPhase(ctx, run, obs, &p)
+	if check.done || err != nil {
+		return reconcile.Result{}, err
+	}
+	if p.Phase == taugridv1.PhaseFailed {
+		after, retrying, err := r.reconcileFailure(ctx, run, obs, &p, preempted, check.idle)
+		if err != nil || retrying {
+			return reconcile.Result{RequeueAfter: after}, err
+		}
+	}
+	r.recordProgress(run, obs, p, check)
+	recheck := check.recheck
+	if recheck == 0 && (p.Phase == taugridv1.PhaseAdmitted || p.Phase == taugridv1.PhaseRunning) {
+		recheck = resyncFor(run)
+	}
+	return reconcile.Result{RequeueAfter: recheck}, nil
+}
+
+// attemptLook is what reconcileProgress observed of the current attempt.
+type attemptLook struct {
+	obs Observed
+	p   Progress   // the phase the observation supports
+	end AttemptEnd // how the attempt ended, if it did
+}
+
+// observeAttempt reads what the cluster shows of the current attempt,
+// fences and holds it on the worker it was dispatched to, and settles how
+// it ended. A non-nil result ends the reconcile with it: a preemption or
+// a worker's loss to record first, a copy of the run older than what it
+// ended on, or a workload deleted under the run, which fails it.
+func (r *RunReconciler) observeAttempt(ctx context.Context, run *taugridv1.TauRun) (attemptLook, *reconcile.Result, error) {
 	obs, err := r.observe(ctx, run)
 	gone := apierrors.IsNotFound(err)
 	if err != nil && !gone {
-		return reconcile.Result{}, err
+		return attemptLook{}, nil, err
 	}
 	if err := r.fenceOnWorker(ctx, run, obs.Cluster); err != nil {
-		return reconcile.Result{}, err
+		return attemptLook{}, nil, err
 	}
 	r.holdOnWorker(ctx, run, obs.Cluster)
 	recordCluster(run, obs.Cluster)
 	p := Advance(run.Status.Phase, run.Status.Message, DeriveProgress(obs))
 	end, err := r.attemptEnd(ctx, run, &obs, gone, p.Phase == taugridv1.PhaseSucceeded)
 	if err != nil {
-		return reconcile.Result{}, err
+		return attemptLook{}, nil, err
 	}
-	if end == AttemptRecordPreemption || end == AttemptRecordWorkerLoss {
+	look := attemptLook{obs: obs, p: p, end: end}
+	switch end {
+	case AttemptRecordPreemption, AttemptRecordWorkerLoss:
 		// The record first: deleting anything before it is stored would
 		// leave the next look only a missing job to go by.
-		return reconcile.Result{RequeueAfter: recordSettle}, nil
-	}
-	if end == AttemptPreempted || end == AttemptDeleted || end == AttemptWorkerLost {
+		return look, &reconcile.Result{RequeueAfter: recordSettle}, nil
+	case AttemptPreempted, AttemptDeleted, AttemptWorkerLost:
 		if stale, err := r.staleRun(ctx, run); err != nil || stale {
-			return reconcile.Result{RequeueAfter: recordSettle}, err
+			return look, &reconcile.Result{RequeueAfter: recordSettle}, err
 		}
 	}
 	if end == AttemptDeleted {
 		r.fail(run, ReasonFailed, fmt.Sprintf("%s %s was deleted", run.Status.Workload.Kind, run.Status.Workload.Name))
-		return reconcile.Result{}, nil
+		return look, &reconcile.Result{}, nil
 	}
-	// A preempted attempt is over: Kueue would requeue the same Job and
-	// start it from scratch. TauGrid ends it instead, and the retry policy
-	// decides whether a new attempt resumes from its checkpoint.
-	if end == AttemptGoesOn && obs.WorkerErr != nil && !p.Phase.Final() {
-		return r.workerUnreachable(run, obs)
-	}
-	preempted := end == AttemptPreempted || end == AttemptWorkerLost
-	if preempted {
-		p.Phase = taugridv1.PhaseFailed
-	}
-	var wait *runs.Explanation
-	var queue runs.QueueState
-	var recheck time.Duration // when a queue or start deadline falls due
-	var idle bool             // GPUs idle, under idle_policy: stop
+	return look, nil, nil
+}
+
+// phaseCheck is what checkPhase found.
+type phaseCheck struct {
+	wait    *runs.Explanation // why a queued attempt waits
+	queue   runs.QueueState   // where it waits
+	recheck time.Duration     // when a queue or start deadline falls due
+	idle    bool              // GPUs idle, under idle_policy: stop
+	done    bool              // a queue deadline ended the run
+}
+
+// checkPhase explains a queued attempt's wait and applies its queue
+// deadlines, the start deadline to an admitted attempt and the idle-GPU
+// rule to a running one. An attempt past its start deadline, or stopped
+// for idle GPUs, fails (p.Phase).
+func (r *RunReconciler) checkPhase(ctx context.Context, run *taugridv1.TauRun, obs Observed, p *Progress) (phaseCheck, error) {
+	var c phaseCheck
+	var err error
 	switch p.Phase {
 	case taugridv1.PhaseQueued:
 		if obs.Workload != nil {
-			queue = r.queueState(ctx, obs.Workload)
+			c.queue = r.queueState(ctx, obs.Workload)
 		}
-		ex, dispatched := r.explainDispatched(ctx, obs.Workload, runs.ExplainWait(obs.Workload, queue))
-		wait, p.Message = &ex, ex.Short
-		if done, after, err := r.queueDeadlines(ctx, run, ex); done || err != nil {
-			return reconcile.Result{}, err
-		} else {
-			recheck = sooner(after, dispatched)
+		ex, dispatched := r.explainDispatched(ctx, obs.Workload, runs.ExplainWait(obs.Workload, c.queue))
+		c.wait, p.Message = &ex, ex.Short
+		var after time.Duration
+		if c.done, after, err = r.queueDeadlines(ctx, run, ex); err == nil {
+			c.recheck = sooner(after, dispatched)
 		}
 	case taugridv1.PhaseAdmitted:
-		late, after, err := r.startDeadline(ctx, run)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-		recheck = after
-		if late {
+		var late bool
+		if late, c.recheck, err = r.startDeadline(ctx, run); late {
 			p.Phase = taugridv1.PhaseFailed
 		}
 	case taugridv1.PhaseRunning:
-		if idle, recheck, err = r.reconcileGPUUsage(ctx, run, obs); err != nil {
-			return reconcile.Result{}, err
-		} else if idle {
+		if c.idle, c.recheck, err = r.reconcileGPUUsage(ctx, run, obs); c.idle {
 			p.Phase = taugridv1.PhaseFailed
 		}
 	}
-	if p.Phase == taugridv1.PhaseFailed {
-		var class taugridv1.FailureClass
-		if class, p.Message, err = r.classify(ctx, run, obs, p.Admitted && !preempted && !running(obs) && !jobEndedInFailure(obs)); err != nil {
-			return reconcile.Result{}, err
-		}
-		if idle {
-			class, p.Message = endIdle(run, r.Clock.Now())
-		}
-		if preempted || !jobEndedInFailure(obs) {
-			// The attempt is over but its workload is not: delete it so
-			// Kueue cannot requeue it. Its pods get their termination
-			// grace to save a checkpoint.
-			if err := r.deleteWorkload(ctx, run); err != nil {
-				return reconcile.Result{}, err
-			}
-		}
-		after, retrying, note, err := r.reconcileRetry(ctx, run, class, p.Message)
-		if err != nil || retrying {
-			return reconcile.Result{RequeueAfter: after}, err
-		}
-		p.Message += note
+	return c, err
+}
+
+// reconcileFailure ends a failed attempt: names its failure class, deletes
+// a workload Kueue could otherwise requeue, and schedules the next attempt
+// when the retry policy allows one (retrying, after the backoff);
+// otherwise p's message says why the run ends.
+func (r *RunReconciler) reconcileFailure(ctx context.Context, run *taugridv1.TauRun, obs Observed, p *Progress, preempted, idle bool) (time.Duration, bool, error) {
+	notStarted := p.Admitted && !preempted && !running(obs) && !jobEndedInFailure(obs)
+	class, msg, err := r.classify(ctx, run, obs, notStarted)
+	if err != nil {
+		return 0, false, err
 	}
+	p.Message = msg
+	if idle {
+		class, p.Message = endIdle(run, r.Clock.Now())
+	}
+	if preempted || !jobEndedInFailure(obs) {
+		// The attempt is over but its workload is not: delete it so Kueue
+		// cannot requeue it. Its pods get their termination grace to save
+		// a checkpoint.
+		if err := r.deleteWorkload(ctx, run); err != nil {
+			return 0, false, err
+		}
+	}
+	after, retrying, note, err := r.reconcileRetry(ctx, run, class, p.Message)
+	if err != nil || retrying {
+		return after, retrying, err
+	}
+	p.Message += note
+	return 0, false, nil
+}
+
+// recordProgress writes the attempt's progress on the run: its workload's
+// admission and wait, the attempt's start, the phase (with an event when
+// it changes) and, once the run ends, Ready and Reconciling.
+func (r *RunReconciler) recordProgress(run *taugridv1.TauRun, obs Observed, p Progress, c phaseCheck) {
 	w := run.Status.Workload
 	w.Admitted = p.Admitted
 	w.Reason, w.Position = "", nil
-	if wait != nil {
-		w.Reason = wait.Long
-		if queue.Position > 0 {
-			w.Position = ptr.To(int32(queue.Position))
+	if c.wait != nil {
+		w.Reason = c.wait.Long
+		if c.queue.Position > 0 {
+			w.Position = ptr.To(int32(c.queue.Position))
 		}
 	}
 	if obs.Workload != nil {
@@ -485,10 +587,6 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 		r.setCondition(run, taugridv1.ConditionReady, status, string(p.Phase), p.Message)
 		r.setCondition(run, taugridv1.ConditionReconciling, metav1.ConditionFalse, string(p.Phase), p.Message)
 	}
-	if recheck == 0 && (p.Phase == taugridv1.PhaseAdmitted || p.Phase == taugridv1.PhaseRunning) {
-		recheck = resyncFor(run)
-	}
-	return reconcile.Result{RequeueAfter: recheck}, nil
 }
 
 // Safety nets under the watches: an event a stale reconcile spent is made
@@ -506,9 +604,9 @@ const (
 // left: the run goes back to Pending and its next attempt is submitted
 // after the backoff. It reports whether it did.
 func (r *RunReconciler) reconcileRetry(ctx context.Context, run *taugridv1.TauRun, class taugridv1.FailureClass, msg string) (time.Duration, bool, string, error) {
-	plan, err := r.plan(ctx, run, len(run.Status.Attempts)+1)
+	plan, err := r.limits(ctx, run)
 	switch {
-	case len(render.Errors(err)) > 0:
+	case errors.Is(err, errUnplannable):
 		return 0, false, "", nil // the policy changed under the run: it cannot run again
 	case err != nil:
 		return 0, false, "", err
@@ -532,43 +630,19 @@ func (r *RunReconciler) classify(ctx context.Context, run *taugridv1.TauRun, obs
 		class, msg := endWorkerLost(run, r.Clock.Now())
 		return class, msg, nil
 	}
-	var pods corev1.PodList
-	attempt := strconv.Itoa(len(run.Status.Attempts))
-	podReader, err := r.podReader(ctx, dispatchedTo(run, obs.Workload))
+	pods, nodes, err := r.failedPods(ctx, run, obs)
 	if err != nil {
 		return "", "", err
-	}
-	if err := podReader.List(ctx, &pods, client.InNamespace(run.Namespace), client.MatchingLabels{render.LabelRun: run.Name}); err != nil {
-		return "", "", err
-	}
-	pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool {
-		a, ok := p.Labels[render.LabelAttempt]
-		return ok && a != attempt // pods of earlier attempts
-	})
-	nodes := map[string]*corev1.Node{}
-	for _, p := range pods.Items {
-		if p.Spec.NodeName == "" || nodes[p.Spec.NodeName] != nil {
-			continue
-		}
-		n := &corev1.Node{}
-		switch err := podReader.Get(ctx, types.NamespacedName{Name: p.Spec.NodeName}, n); {
-		case err == nil:
-			nodes[p.Spec.NodeName] = n
-		case apierrors.IsNotFound(err):
-			nodes[p.Spec.NodeName] = nil // gone: the pod lost its node
-		default:
-			return "", "", err
-		}
 	}
 	var recorded *taugridv1.Preemption
 	if n := len(run.Status.Attempts); n > 0 {
 		recorded = run.Status.Attempts[n-1].Preemption
 	}
-	class, reason := ClassifyFailure(FailureEvidence{Job: obs.Job, Pods: pods.Items, Workload: obs.Workload, Preemption: recorded, Nodes: nodes})
+	class, reason := ClassifyFailure(FailureEvidence{Job: obs.Job, Pods: pods, Workload: obs.Workload, Preemption: recorded, Nodes: nodes})
 	if notStarted {
 		// Admitted, yet its pods never ran within the start deadline.
 		var ok bool
-		if class, reason, ok = startFailure(pods.Items, nil); !ok {
+		if class, reason, ok = startFailure(pods, nil); !ok {
 			class, reason = taugridv1.FailureInfrastructure, "its pods did not start"
 		}
 		reason = "not running within the platform's start deadline: " + reason
@@ -602,6 +676,40 @@ func (r *RunReconciler) classify(ctx context.Context, run *taugridv1.TauRun, obs
 		}
 	}
 	return class, fmt.Sprintf("failed (%s): %s", class, reason), nil
+}
+
+// failedPods are the current attempt's pods and their nodes (nil for a
+// node that is gone), read from the cluster the attempt ran on.
+func (r *RunReconciler) failedPods(ctx context.Context, run *taugridv1.TauRun, obs Observed) ([]corev1.Pod, map[string]*corev1.Node, error) {
+	var pods corev1.PodList
+	attempt := strconv.Itoa(len(run.Status.Attempts))
+	podReader, err := r.podReader(ctx, dispatchedTo(run, obs.Workload))
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := podReader.List(ctx, &pods, client.InNamespace(run.Namespace), client.MatchingLabels{render.LabelRun: run.Name}); err != nil {
+		return nil, nil, err
+	}
+	pods.Items = slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool {
+		a, ok := p.Labels[render.LabelAttempt]
+		return ok && a != attempt // pods of earlier attempts
+	})
+	nodes := map[string]*corev1.Node{}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == "" || nodes[p.Spec.NodeName] != nil {
+			continue
+		}
+		n := &corev1.Node{}
+		switch err := podReader.Get(ctx, types.NamespacedName{Name: p.Spec.NodeName}, n); {
+		case err == nil:
+			nodes[p.Spec.NodeName] = n
+		case apierrors.IsNotFound(err):
+			nodes[p.Spec.NodeName] = nil // gone: the pod lost its node
+		default:
+			return nil, nil, err
+		}
+	}
+	return pods.Items, nodes, nil
 }
 
 func eventType(p taugridv1.RunPhase) string {

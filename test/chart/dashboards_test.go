@@ -11,10 +11,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/taugrid/taugrid/gitsource"
-	"github.com/taugrid/taugrid/nodeagent"
 	"github.com/taugrid/taugrid/controllers/runmetrics"
 	"github.com/taugrid/taugrid/forge"
+	"github.com/taugrid/taugrid/gitsource"
+	"github.com/taugrid/taugrid/nodeagent"
 	"github.com/taugrid/taugrid/server"
 )
 

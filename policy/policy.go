@@ -27,6 +27,8 @@ type PolicyStore struct {
 	cache map[string]*LoadedPolicy // by commit and path
 }
 
+// LoadedPolicy is a platform's policy at one commit: parsed, and the
+// directory it was read from.
 type LoadedPolicy struct {
 	Policy *render.Policy
 	Tree   fs.FS // the policy directory

@@ -109,6 +109,8 @@ func readDocuments(tree fs.FS, file string) ([]*unstructured.Unstructured, error
 	}
 }
 
+// KindOrder is the order in which a kind of the policy repo's Kueue
+// objects is applied: what others refer to first.
 func KindOrder(u *unstructured.Unstructured) int {
 	return slices.Index(QueueKinds, u.GroupVersionKind())
 }
@@ -187,6 +189,7 @@ func CheckQuotas(u *unstructured.Unstructured) error {
 	return nil
 }
 
+// AsMap is v as a map, or nil when it is not one.
 func AsMap(v any) map[string]any {
 	m, _ := v.(map[string]any)
 	return m

@@ -24,6 +24,7 @@ func MemoOf[K comparable, V any](p **Memo[K, V]) *Memo[K, V] {
 	return *p
 }
 
+// Get is the value kept for k, if any.
 func (m *Memo[K, V]) Get(k K) (V, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -31,12 +32,14 @@ func (m *Memo[K, V]) Get(k K) (V, bool) {
 	return v, ok
 }
 
+// Put keeps v for k.
 func (m *Memo[K, V]) Put(k K, v V) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.m[k] = v
 }
 
+// Forget drops what is kept for k.
 func (m *Memo[K, V]) Forget(k K) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -35,9 +35,9 @@ import (
 
 	"github.com/go-logr/logr"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
-	"github.com/taugrid/taugrid/gitsource/gittest"
 	"github.com/taugrid/taugrid/forge"
 	"github.com/taugrid/taugrid/forge/forgetest"
+	"github.com/taugrid/taugrid/gitsource/gittest"
 	"github.com/taugrid/taugrid/test/controlplane"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"

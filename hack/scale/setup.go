@@ -11,8 +11,8 @@ import (
 	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
-	"github.com/taugrid/taugrid/gitsource/gittest"
 	"github.com/taugrid/taugrid/forge"
+	"github.com/taugrid/taugrid/gitsource/gittest"
 	"github.com/taugrid/taugrid/test/controlplane"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"

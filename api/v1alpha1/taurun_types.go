@@ -48,7 +48,7 @@ type TauRunSpec struct {
 	Commit string `json:"commit"`
 
 	// Target is "default" (tau.yaml) or the name of tau/<target>.yaml: a
-	// DNS-1123 label (runname.LabelPattern, runname.MaxTargetLength).
+	// DNS-1123 label (LabelPattern, MaxTargetLength).
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +kubebuilder:validation:MaxLength=63
 	Target string `json:"target"`

@@ -30,7 +30,7 @@ func TestTheForgeSecretIsReadOncePerTTLWhileRunsWaitForTheBudget(t *testing.T) {
 	f := newForgeFixture(t, "fc1", forge.Gitea, forgeToken)
 	f.r.Posters.Buckets = &forge.Buckets{Rate: 1, Burst: 1}
 	var gets atomic.Int32
-	f.r.Client = secretGets{Client: k8s, n: &gets}
+	f.r.Posters.Reader = secretGets{Client: k8s, n: &gets} // forge Secrets are read through the Posters
 	f.research.tag("run/first")
 	f.research.tag("run/second")
 	f.poll(t)

@@ -1,0 +1,145 @@
+package run
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/taugrid/taugrid/api/gpus"
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/controllers/shared/sharedtest"
+	"github.com/taugrid/taugrid/render"
+	"github.com/taugrid/taugrid/test/builders"
+)
+
+// fakeUsage is the node agents: one report per node, and the questions
+// asked of them.
+type fakeUsage struct {
+	reports map[string]*gpus.Report
+	asked   []string // namespace: nodes
+}
+
+func (f *fakeUsage) Reports(_ context.Context, namespace string, nodes []string) (map[string]*gpus.Report, []string) {
+	f.asked = append(f.asked, namespace+": "+strings.Join(nodes, ","))
+	return f.reports, nil
+}
+
+// anHourAt is node n1's report of one GPU held by pod r1-1-0 at pct for
+// each of the last 60 minutes.
+func anHourAt(pct float64) map[string]*gpus.Report {
+	holder := gpus.Holder{Namespace: ns, Pod: "r1-1-0", Container: "main"}
+	g := gpus.GPU{UUID: "n1-gpu-0", Holder: holder}
+	for m := range 60 {
+		g.History = append(g.History, gpus.Point{Start: sharedtest.Now.Add(time.Duration(m-60) * time.Minute), Pct: pct, Samples: 4, Holder: holder})
+	}
+	return map[string]*gpus.Report{"n1": {Node: "n1", StepSeconds: 60, GPUs: []gpus.GPU{g}}}
+}
+
+// A running attempt's GPU utilisation is read from the node agents once a
+// minute and recorded on the attempt; under the platform's idle rule,
+// GPUs idle for idle_gpu_time (30m by default, under 5%) are warned about,
+// and with idle_policy stop the attempt ends IdleGPUs, its quota released.
+func TestARunningAttemptsGPUUsage(t *testing.T) {
+	cases := map[string]struct {
+		policy  render.IdleAction // "": the platform sets no idle rule
+		usage   map[string]*gpus.Report
+		phase   taugridv1.RunPhase
+		message string // its start
+		class   string
+		summary string
+		requeue time.Duration // of a running attempt
+		events  []string
+	}{
+		"idle for an hour under idle_policy stop: the attempt ends IdleGPUs": {
+			policy: render.IdleStop, usage: anHourAt(0), phase: taugridv1.PhaseFailed,
+			message: "failed (IdleGPUs): its GPUs were idle: 1 GPU, 0% busy over the last 10 min; idle: under 5% since 11:00 UTC; the platform's idle_policy is stop",
+			class:   "IdleGPUs", summary: "1 GPU, 0% busy over the last 10 min; idle: under 5% since 11:00 UTC",
+			events: []string{"Warning GPUsIdle", "Warning Failed"}},
+		"idle for an hour under idle_policy warn: a warning, the attempt goes on": {
+			policy: render.IdleWarn, usage: anHourAt(2), phase: taugridv1.PhaseRunning, message: "running",
+			summary: "1 GPU, 2% busy over the last 10 min; idle: under 5% since 11:00 UTC", requeue: usageInterval,
+			events: []string{"Warning GPUsIdle"}},
+		"busy under idle_policy stop: the attempt goes on, read again in a minute": {
+			policy: render.IdleStop, usage: anHourAt(90), phase: taugridv1.PhaseRunning, message: "running",
+			summary: "1 GPU, 90% busy over the last 10 min", requeue: usageInterval},
+		"idle, on a platform with no idle rule: recorded, nothing more": {
+			usage: anHourAt(0), phase: taugridv1.PhaseRunning, message: "running",
+			summary: "1 GPU, 0% busy over the last 10 min", requeue: usageInterval},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			run := builders.MakeTauRun("r1", ns).UID("u1").Phase(taugridv1.PhaseRunning, "running").Entered(taugridv1.PhaseRunning, sharedtest.Now.Add(-time.Hour)).
+				Workload("Job", "r1-1", "team-a-runs").Attempt("r1-1", sharedtest.Now.Add(-time.Hour), time.Time{}, "").Obj()
+			pod := builders.MakeAttemptPod("r1-1-0", ns, "r1", 1).OnNode("n1").GPUs(1).Running().Obj()
+			running := job(builders.MakeJob("r1-1", ns).Unsuspended().Running())
+			w := newRunWorld(t, nil, run, running, workloadOf(true), pod, builders.MakeGPUNode("n1").Obj())
+			w.policies.pol.Limits.IdlePolicy = tc.policy
+			agents := &fakeUsage{reports: tc.usage}
+			w.r.GPUUsage = agents
+
+			res, err := w.reconcile(t, "r1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := w.run(t, "r1")
+			if got.Status.Phase != tc.phase || !strings.HasPrefix(got.Status.Message, tc.message) {
+				t.Errorf("phase %q %q, want %q %q...", got.Status.Phase, got.Status.Message, tc.phase, tc.message)
+			}
+			a := lastAttempt(t, got)
+			if a.GPUUsage == nil {
+				t.Fatal("no GPU usage recorded on the attempt")
+			}
+			if diff := cmp.Diff([]string{tc.class, tc.summary}, []string{a.FailureClass, a.GPUUsage.Summary}); diff != "" {
+				t.Errorf("the attempt's class and usage summary (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff([]string{"team-a: n1"}, agents.asked); diff != "" {
+				t.Errorf("agents asked (-want +got):\n%s", diff)
+			}
+			// An attempt stopped for idle GPUs is requeued after the usage
+			// interval, though the run has ended (reported to the lead, not
+			// asserted): only a running attempt's requeue is.
+			if stopped := tc.phase == taugridv1.PhaseFailed; !stopped && res.RequeueAfter != tc.requeue {
+				t.Errorf("requeue after %s, want %s", res.RequeueAfter, tc.requeue)
+			}
+			if diff := cmp.Diff(tc.events, w.reasons()); diff != "" {
+				t.Errorf("events (-want +got):\n%s", diff)
+			}
+			stopped := tc.phase == taugridv1.PhaseFailed
+			if w.holds(t, running) == stopped || w.holds(t, pod) == stopped {
+				t.Errorf("Job kept %v, pod kept %v; the attempt stopped: %v", w.holds(t, running), w.holds(t, pod), stopped)
+			}
+		})
+	}
+}
+
+// TestGPUUsageIsReadOncePerMinute: a look within the minute asks no agent
+// again, and still ends an attempt recorded idle under idle_policy stop.
+func TestGPUUsageIsReadOncePerMinute(t *testing.T) {
+	run := builders.MakeTauRun("r1", ns).UID("u1").Phase(taugridv1.PhaseRunning, "running").
+		Workload("Job", "r1-1", "team-a-runs").Attempt("r1-1", sharedtest.Now.Add(-time.Hour), time.Time{}, "").Obj()
+	pod := builders.MakeAttemptPod("r1-1-0", ns, "r1", 1).OnNode("n1").GPUs(1).Running().Obj()
+	w := newRunWorld(t, nil, run, job(builders.MakeJob("r1-1", ns).Unsuspended().Running()), workloadOf(true), pod, builders.MakeGPUNode("n1").Obj())
+	w.policies.pol.Limits.IdlePolicy = render.IdleWarn
+	agents := &fakeUsage{reports: anHourAt(0)}
+	w.r.GPUUsage = agents
+	if _, err := w.reconcile(t, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	w.after(20 * time.Second)
+	w.policies.pol.Limits.IdlePolicy = render.IdleStop // the platform tightened its rule
+	if _, err := w.reconcile(t, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if len(agents.asked) != 1 {
+		t.Errorf("agents asked %d times within a minute, want once", len(agents.asked))
+	}
+	got := w.run(t, "r1")
+	if got.Status.Phase != taugridv1.PhaseFailed || lastAttempt(t, got).FailureClass != string(taugridv1.FailureIdleGPUs) {
+		t.Errorf("phase %s (%s): an attempt recorded idle under a stop rule goes on", got.Status.Phase, got.Status.Message)
+	}
+	if len(w.jobs(t)) != 0 {
+		t.Error("the idle attempt's Job is left")
+	}
+}

@@ -1,0 +1,99 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/test/builders"
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+)
+
+// staleStatus refuses a run's status patch as the API server refuses one
+// computed from a copy older than the stored run, while *stale holds.
+func staleStatus(stale *bool) *interceptor.Funcs {
+	return &interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, o client.Object, p client.Patch, opts ...client.SubResourcePatchOption) error {
+		if _, ok := o.(*taugridv1.TauRun); ok && *stale {
+			return apierrors.NewConflict(schema.GroupResource{Group: "taugrid.dev", Resource: "tauruns"}, o.GetName(), errStaleCopy)
+		}
+		return c.SubResource(sub).Patch(ctx, o, p, opts...)
+	}}
+}
+
+var errStaleCopy = errors.New("the object has been modified; please apply your changes to the latest version and try again")
+
+// A reconcile that worked from a stale copy of the run gets a conflict on
+// its status patch: it is looked at again at once, with no error's backoff,
+// and nothing that follows from the status (the Submitted event, the
+// release of an ended attempt) happens until a patch is stored.
+func TestAStatusPatchFromAStaleCopyIsRetriedAtOnce(t *testing.T) {
+	lostNodePod := builders.MakeAttemptPod("r1-1-0", ns, "r1", 1).OnNode("gone").Running().Obj()
+	cases := map[string]struct {
+		objs  []client.Object
+		phase taugridv1.RunPhase // once the patch is stored
+		kept  []client.Object    // while the status is refused
+	}{
+		"a new run's submission": {
+			objs:  []client.Object{builders.MakeTauRun("r1", ns).UID("u1").Obj()},
+			phase: taugridv1.PhaseQueued},
+		"a queued run Kueue admitted": {
+			objs:  []client.Object{submitted(taugridv1.PhaseQueued), job(builders.MakeJob("r1-1", ns).Unsuspended()), workloadOf(true)},
+			phase: taugridv1.PhaseAdmitted},
+		"an attempt that lost its node: its pod is released only once the end is stored": {
+			objs: []client.Object{submitted(taugridv1.PhaseRunning), job(builders.MakeJob("r1-1", ns).Unsuspended().Condition(batchv1.JobFailed, "PodFailurePolicy", "")),
+				workloadOf(true), lostNodePod},
+			phase: taugridv1.PhasePending, kept: []client.Object{lostNodePod}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			stale := true
+			w := newRunWorld(t, staleStatus(&stale), tc.objs...)
+			before := w.run(t, "r1")
+			res, err := w.reconcile(t, "r1")
+			if err != nil {
+				t.Fatalf("reconcile: %v, want no error: a conflict is no failure", err)
+			}
+			if res.RequeueAfter != 50*time.Millisecond {
+				t.Errorf("requeue after %s, want 50ms", res.RequeueAfter)
+			}
+			got := w.run(t, "r1")
+			if got.Status.Phase != before.Status.Phase || got.Status.ObservedGeneration != before.Status.ObservedGeneration {
+				t.Errorf("phase %s, observedGeneration %d stored despite the conflict", got.Status.Phase, got.Status.ObservedGeneration)
+			}
+			for _, e := range w.reasons() {
+				if e == "Normal "+ReasonSubmitted {
+					t.Error("a submission announced though its status was not stored")
+				}
+			}
+			for _, o := range tc.kept {
+				if !w.holds(t, o) {
+					t.Errorf("%T %s released before the attempt's end was stored", o, o.GetName())
+				}
+			}
+
+			stale = false
+			if _, err := w.reconcile(t, "r1"); err != nil {
+				t.Fatal(err)
+			}
+			got = w.run(t, "r1")
+			if got.Status.Phase != tc.phase || got.Status.ObservedGeneration != got.Generation {
+				t.Errorf("phase %s (%s), observedGeneration %d after the fresh look; want %s, %d",
+					got.Status.Phase, got.Status.Message, got.Status.ObservedGeneration, tc.phase, got.Generation)
+			}
+			if n := len(w.jobs(t)); n != 1 || len(got.Status.Attempts) != 1 {
+				t.Errorf("%d Jobs, %d attempts: want the one attempt, its Job adopted, not submitted twice", n, len(got.Status.Attempts))
+			}
+			for _, o := range tc.kept {
+				if w.holds(t, o) {
+					t.Errorf("%T %s still there once the end was stored", o, o.GetName())
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,141 @@
+package sealing
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/taugrid/taugrid/evidence"
+	"github.com/taugrid/taugrid/test/builders"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+)
+
+// attemptJob is the attempt's Job, rendered under policyHead.
+func attemptJob() *batchv1.Job {
+	return builders.MakeJob("r-1", ns).JobUID("job-uid-1").RenderedUnder(policyHead).Condition(batchv1.JobComplete, "", "").Obj()
+}
+
+// attemptWorkload is Kueue's Workload of the attempt's Job, admitted.
+func attemptWorkload() *kueue.Workload {
+	return builders.MakeWorkload("job-r-1-abcde", ns).OwnedByJob(attemptJob()).AdmittedTo("gpu", "main", "nvidia.com/gpu", "h200").
+		WorkloadCondition(kueue.WorkloadQuotaReserved, metav1.ConditionTrue, "QuotaReserved", "quota reserved in gpu", started.Add(-time.Second)).
+		WorkloadCondition(kueue.WorkloadAdmitted, metav1.ConditionTrue, "Admitted", "admitted by gpu", started).Obj()
+}
+
+// attemptPod is the attempt's pod on node gpu-1, its main container exited
+// with code.
+func attemptPod(code int32) *corev1.Pod {
+	return builders.MakeAttemptPod("r-1-xyz12", ns, "r", 1).OnNode("gpu-1").Exited(code).
+		ExitMessage("Completed", `TAU_METRIC {"final_loss": 0.05}`, started, ended).Obj()
+}
+
+// gpuNode is node gpu-1, its GPUs status since.
+func gpuNode(status corev1.ConditionStatus, since time.Time) *corev1.Node {
+	return builders.MakeGPUNode("gpu-1").GPUHealthSince(status, "Checked", "8 GPUs checked", since).Obj()
+}
+
+func TestTheBundleRecordsWhatTheClusterStillShows(t *testing.T) {
+	healthy := gpuNode(corev1.ConditionTrue, started.Add(-time.Hour))
+	notes := func(r *evidence.Record) any { return r.Notes }
+	nodes := func(r *evidence.Record) any { return r.Nodes }
+	logs := func(r *evidence.Record) any { return r.Logs }
+	cases := map[string]struct {
+		objs []client.Object
+		logs fakeLogs
+		got  func(*evidence.Record) any
+		want any
+	}{
+		"everything still there: nothing is noted": {
+			objs: []client.Object{attemptJob(), attemptWorkload(), attemptPod(0), healthy},
+			got:  notes, want: []string(nil)},
+		"Kueue's timeline: its queue, admission, flavors and conditions in order": {
+			objs: []client.Object{attemptJob(), attemptWorkload()},
+			got:  func(r *evidence.Record) any { return r.Kueue },
+			want: &evidence.KueueTimeline{Workload: "job-r-1-abcde", Queue: "runs", ClusterQueue: "gpu",
+				Flavors: map[string]string{"main/nvidia.com/gpu": "h200"},
+				Conditions: []evidence.Condition{
+					{Type: "QuotaReserved", Status: "True", Reason: "QuotaReserved", Message: "quota reserved in gpu", Time: started.Add(-time.Second)},
+					{Type: "Admitted", Status: "True", Reason: "Admitted", Message: "admitted by gpu", Time: started}}}},
+		"how each container ended": {
+			objs: []client.Object{attemptJob(), attemptWorkload(), attemptPod(3), healthy},
+			got:  func(r *evidence.Record) any { return r.Pods },
+			want: []evidence.PodRecord{{Name: "r-1-xyz12", Node: "gpu-1", Phase: "Failed", Containers: []evidence.ContainerRecord{{
+				Name: "main", ExitCode: ptr.To[int32](3), Reason: "Completed", Message: `TAU_METRIC {"final_loss": 0.05}`,
+				Started: ptr.To(started), Finished: ptr.To(ended)}}}}},
+		"a node healthy throughout": {
+			objs: []client.Object{attemptJob(), attemptPod(0), healthy},
+			got:  nodes,
+			want: []evidence.NodeRecord{{Name: "gpu-1", GPUHealthyAtStart: "True",
+				GPUHealthy: &evidence.Condition{Type: "TauGPUHealthy", Status: "True", Reason: "Checked", Message: "8 GPUs checked", Time: started.Add(-time.Hour)}}}},
+		"a node whose GPUs failed during the attempt was healthy at its start": {
+			objs: []client.Object{attemptJob(), attemptPod(0), gpuNode(corev1.ConditionFalse, started.Add(time.Minute))},
+			got:  nodes,
+			want: []evidence.NodeRecord{{Name: "gpu-1", GPUHealthyAtStart: "True (turned False during the attempt)",
+				GPUHealthy: &evidence.Condition{Type: "TauGPUHealthy", Status: "False", Reason: "Checked", Message: "8 GPUs checked", Time: started.Add(time.Minute)}}}},
+		"a node the agent never reported on": {
+			objs: []client.Object{attemptJob(), attemptPod(0), builders.MakeGPUNode("gpu-1").Obj()},
+			got:  nodes, want: []evidence.NodeRecord{{Name: "gpu-1", GPUHealthyAtStart: "not reported"}}},
+		"a node gone": {
+			objs: []client.Object{attemptJob(), attemptPod(0)},
+			got:  nodes, want: []evidence.NodeRecord{{Name: "gpu-1", Gone: true, GPUHealthyAtStart: "not reported"}}},
+		"the Job gone: noted, no Kueue timeline looked for": {
+			objs: []client.Object{attemptPod(0), healthy},
+			got:  notes, want: []string{"workload r-1 is gone"}},
+		"Kueue's Workload gone": {
+			objs: []client.Object{attemptJob(), attemptPod(0), healthy},
+			got:  notes, want: []string{"Kueue's workload for r-1 is gone"}},
+		"no pod left": {
+			objs: []client.Object{attemptJob(), attemptWorkload()},
+			got:  notes, want: []string{"no pod of attempt 1 is left to inspect"}},
+		"a pod of another attempt is not this one's": {
+			objs: []client.Object{attemptJob(), attemptWorkload(), builders.MakeAttemptPod("r-2-abcde", ns, "r", 2).Exited(0).Obj()},
+			got:  notes, want: []string{"no pod of attempt 1 is left to inspect"}},
+		"the events about the run, its Job, Workload and pods, oldest first": {
+			objs: []client.Object{attemptJob(), attemptWorkload(), attemptPod(0), healthy,
+				builders.MakeEventAbout("e1", ns, "Pod", "r-1-xyz12", "Normal", "Started", "started container main", started.Add(time.Second)),
+				builders.MakeEventAbout("e2", ns, "Workload", "job-r-1-abcde", "Normal", "Admitted", "admitted by gpu", started),
+				builders.MakeEventAbout("e3", ns, "TauRun", "r", "Normal", "Succeeded", "the run succeeded", ended),
+				builders.MakeEventAbout("e4", ns, "Job", "r-1", "Normal", "Completed", "Job completed", ended.Add(-time.Second)),
+				builders.MakeEventAbout("e5", ns, "Pod", "other-pod", "Warning", "BackOff", "not this run's", started)},
+			got: func(r *evidence.Record) any {
+				var out []string
+				for _, e := range r.Events {
+					out = append(out, e.Object+" "+e.Reason+": "+e.Message)
+				}
+				return out
+			},
+			want: []string{"Workload/job-r-1-abcde Admitted: admitted by gpu", "Pod/r-1-xyz12 Started: started container main",
+				"Job/r-1 Completed: Job completed", "TauRun/r Succeeded: the run succeeded"}},
+		"a container's log tail": {
+			objs: []client.Object{attemptJob(), attemptPod(0), healthy}, logs: fakeLogs{"r-1-xyz12/main": "epoch 1\nepoch 2\n"},
+			got: logs, want: []evidence.LogTail{{Pod: "r-1-xyz12", Container: "main", Artifact: "logs/r-1-xyz12/main.log", Bytes: 16}}},
+		"a log that cannot be read is said so": {
+			objs: []client.Object{attemptJob(), attemptPod(0), healthy}, logs: fakeLogs{},
+			got: logs, want: []evidence.LogTail{{Pod: "r-1-xyz12", Container: "main", Artifact: "logs/r-1-xyz12/main.log",
+				Error: "log not available: container main of pod r-1-xyz12 has no log"}}},
+		"metrics from the log and the termination message": {
+			objs: []client.Object{attemptJob(), attemptPod(0), healthy}, logs: fakeLogs{"r-1-xyz12/main": "TAU_METRIC {\"step\": 1, \"loss\": 0.5}\nTAU_METRIC oops\n"},
+			got: func(r *evidence.Record) any {
+				return []int{r.Metrics.Records, r.Metrics.Skipped, r.Metrics.Keys["final_loss"].Count}
+			},
+			want: []int{2, 1, 1}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			w := newSealWorld(t, tc.logs, append([]client.Object{researchRepo(), hfSecret(), sealingRun().Obj()}, tc.objs...)...)
+			if _, err := w.e.Reconcile(context.Background(), runR); err != nil {
+				t.Fatal(err)
+			}
+			_, rec, _ := w.bundle(t, 1)
+			if d := cmp.Diff(tc.want, tc.got(rec)); d != "" {
+				t.Errorf("(-want +got):\n%s", d)
+			}
+		})
+	}
+}

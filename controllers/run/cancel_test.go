@@ -30,10 +30,18 @@ func TestACancelledRunWaitsForItsPodsToStop(t *testing.T) {
 		ready   string
 		requeue time.Duration
 		events  []string
+		kept    int // earlier attempts' Jobs, left to their TTL
 	}{
 		"a running attempt with a pod still stopping: its Job is deleted, the run waits": {
 			objs:  []client.Object{cancelled(), job(running), workloadOf(true), stopping},
 			phase: taugridv1.PhaseRunning, message: "cancelling: waiting for 1 pods to stop", requeue: time.Second},
+		"a retried run: the stopped pod its first attempt's Job keeps holds nothing to wait for": {
+			objs: []client.Object{
+				builders.MakeTauRun("r1", ns).UID("u1").Phase(taugridv1.PhaseRunning, "").Workload("Job", "r1-2", "team-a-runs").
+					Attempt("r1-1", time.Time{}, time.Now(), taugridv1.FailureNodeLost).Attempt("r1-2", time.Time{}, time.Time{}, "").Cancel().Obj(),
+				job(builders.MakeJob("r1-1", ns).Unsuspended()), builders.MakeAttemptPod("r1-1-0", ns, "r1", 1).OnNode("n1").Exited(1).Obj()},
+			phase: taugridv1.PhaseCancelled, message: "cancelled: its run ref or tag was deleted", ready: "False/Cancelled",
+			events: []string{"Normal Cancelled"}, kept: 1},
 		"a running attempt whose pods are gone: cancelled": {
 			objs:  []client.Object{cancelled(), job(running), workloadOf(true)},
 			phase: taugridv1.PhaseCancelled, message: "cancelled: its run ref or tag was deleted", ready: "False/Cancelled",
@@ -61,8 +69,8 @@ func TestACancelledRunWaitsForItsPodsToStop(t *testing.T) {
 			if c := condition(got, taugridv1.ConditionReady); c != tc.ready {
 				t.Errorf("Ready %q, want %q", c, tc.ready)
 			}
-			if n := len(w.jobs(t)); n != 0 {
-				t.Errorf("%d Jobs left, want the attempt's deleted", n)
+			if n := len(w.jobs(t)); n != tc.kept {
+				t.Errorf("%d Jobs left, want %d: the attempt's deleted", n, tc.kept)
 			}
 			if w.holds(t, workloadOf(true)) {
 				t.Error("the Kueue Workload is left: it may hold quota until the garbage collector gets to it")

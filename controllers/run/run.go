@@ -803,8 +803,10 @@ func (r *RunReconciler) reconcileCancel(ctx context.Context, run *taugridv1.TauR
 		if err := r.List(ctx, &pods, client.InNamespace(run.Namespace), client.MatchingLabels{render.LabelRun: run.Name}); err != nil {
 			return reconcile.Result{}, err
 		}
-		if len(pods.Items) > 0 {
-			r.setPhase(run, run.Status.Phase, fmt.Sprintf("cancelling: waiting for %d pods to stop", len(pods.Items)))
+		// Pods that have stopped (an earlier attempt's, kept with its Job
+		// until the Job's TTL) hold nothing to wait for.
+		if n := len(slices.DeleteFunc(pods.Items, func(p corev1.Pod) bool { return shared.PodTerminated(&p) })); n > 0 {
+			r.setPhase(run, run.Status.Phase, fmt.Sprintf("cancelling: waiting for %d pods to stop", n))
 			return reconcile.Result{RequeueAfter: time.Second}, nil
 		}
 	}

@@ -1,4 +1,4 @@
-package integration
+package repository
 
 import (
 	"context"
@@ -18,8 +18,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-
-	repoctrl "github.com/taugrid/taugrid/controllers/repository"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
 // filePolicy is the example platform's policy as PolicyStore loads it
@@ -34,7 +33,7 @@ func (l filePolicy) Policy(context.Context, string) (*render.Policy, string, err
 	return l.policy, "example", l.err
 }
 
-func examplePolicy(t *testing.T) *render.Policy {
+func examplePolicy(t testing.TB) *render.Policy {
 	t.Helper()
 	p, err := render.LoadPolicy(os.DirFS("../../examples/platform"))
 	if err != nil {
@@ -65,20 +64,20 @@ func TestRepositoryReconcileBranches(t *testing.T) {
 		observed bool // status.observedGeneration set: the generation was handled
 	}{
 		"the platform has no policy yet": {builders.MakeTauRepository("r", "team-a", allowed).Obj(),
-			filePolicy{err: policy.ErrNoPolicyYet}, repoctrl.ReasonWaitingPolicy, false, false},
+			filePolicy{err: policy.ErrNoPolicyYet}, ReasonWaitingPolicy, false, false},
 		"a namespace of no tenant": {builders.MakeTauRepository("r", "intruder", allowed).Obj(),
-			filePolicy{policy: pol}, repoctrl.ReasonNotAllowed, true, true},
+			filePolicy{policy: pol}, ReasonNotAllowed, true, true},
 		"a URL the tenant may not register": {builders.MakeTauRepository("r", "team-a", "https://git.example.com/team-b/x.git").Obj(),
-			filePolicy{policy: pol}, repoctrl.ReasonNotAllowed, true, true},
+			filePolicy{policy: pol}, ReasonNotAllowed, true, true},
 		"invalid triggers": {builders.MakeTauRepository("r", "team-a", allowed).RunTags("run/[").Obj(),
-			filePolicy{policy: pol}, repoctrl.ReasonInvalidTrigger, true, true},
+			filePolicy{policy: pol}, ReasonInvalidTrigger, true, true},
 		"a missing credentials Secret": {builders.MakeTauRepository("r", "team-a", allowed).CredentialsSecret("gone").Obj(),
-			filePolicy{policy: pol}, repoctrl.ReasonMissingSecret, true, true},
+			filePolicy{policy: pol}, ReasonMissingSecret, true, true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.repo).WithStatusSubresource(tc.repo).Build()
-			r := &repoctrl.RepositoryReconciler{Client: c, Policies: tc.policy, Clock: clocktesting.NewFakePassiveClock(metav1.Now().Time),
+			r := &RepositoryReconciler{Client: c, Policies: tc.policy, Clock: clocktesting.NewFakePassiveClock(metav1.Now().Time),
 				Recorder: events.NewFakeRecorder(10)}
 			res, err := r.Reconcile(context.Background(), requestFor(tc.repo))
 			if err != nil || res.RequeueAfter < tc.repo.Spec.Interval.Duration {
@@ -100,4 +99,9 @@ func TestRepositoryReconcileBranches(t *testing.T) {
 			}
 		})
 	}
+}
+
+// requestFor is the reconcile request of o.
+func requestFor(o client.Object) reconcile.Request {
+	return reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)}
 }

@@ -144,6 +144,10 @@ func (r *RepositoryReconciler) reconcileAccess(ctx context.Context, repo *taugri
 	if errors.Is(err, gitsource.ErrMissingSecret) {
 		return gitsource.Remote{}, r.stall(repo, ReasonMissingSecret, err.Error())
 	}
+	if err == nil {
+		// Nothing of the access stalls it any more: a human fixed it.
+		apimeta.RemoveStatusCondition(&repo.Status.Conditions, taugridv1.ConditionStalled)
+	}
 	return remote, err
 }
 
@@ -165,6 +169,9 @@ func (r *RepositoryReconciler) reconcilePoll(ctx context.Context, repo *taugridv
 	}
 	runRefs := &runRefPoll{r: r, repo: repo}
 	res, err := r.Git.PollFrom(ctx, remote, runRefs.previous(ctx, prev, t), t)
+	if ce := (*clusterError)(nil); errors.As(err, &ce) {
+		return nil, err // the API server's, not git's: retried with backoff
+	}
 	if err != nil {
 		return nil, r.gitFailed(repo, err)
 	}

@@ -2,6 +2,8 @@ package repository
 
 import (
 	"context"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"testing"
 	"time"
 
@@ -109,5 +111,54 @@ func TestACreationThatFailsIsRetried(t *testing.T) {
 	w.mustReconcile(t)
 	if diff := cmp.Diff([]runSummary{want(taugridv1.TriggerRunRef, "refs/tau/runs/x", c1, "default", "", "")}, summarize(w.runs(t))); diff != "" {
 		t.Errorf("runs after the retry (-want +got):\n%s", diff)
+	}
+}
+
+// TestTheAPIServerFailingDuringAPollIsNotGit: a poll that cannot list the
+// repository's TauRuns (the API server, not the remote) is retried with
+// backoff, leaves the generation to do again, and does not say git is
+// unavailable.
+func TestTheAPIServerFailingDuringAPollIsNotGit(t *testing.T) {
+	runsUnlisted := &interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		if _, ok := list.(*taugridv1.TauRunList); ok {
+			return apierrors.NewServiceUnavailable("etcd is slow")
+		}
+		return c.List(ctx, list, opts...)
+	}}
+	w := newRepoWorld(t, runsUnlisted, research().Obj())
+	registered(w.git)
+	w.git.refs["refs/tau/runs/x"] = at(c1)
+	if _, err := w.reconcile(t); err == nil {
+		t.Fatal("no error: a failure of the API server was not retried with backoff")
+	}
+	got := w.repo(t)
+	for _, c := range conditions(got) {
+		if c == "Ready=False/GitUnavailable" {
+			t.Errorf("conditions %v: the API server's failure is reported as git's", conditions(got))
+		}
+	}
+	if got.Status.ObservedGeneration == got.Generation {
+		t.Error("observedGeneration moved: the generation was not handled")
+	}
+}
+
+// TestAStallLiftsOnceItsCauseIsFixed: a repository stalled for its missing
+// credentials Secret is not left Stalled once the Secret exists, even when
+// the poll that follows fails.
+func TestAStallLiftsOnceItsCauseIsFixed(t *testing.T) {
+	w := newRepoWorld(t, nil, research().CredentialsSecret("git-creds").Obj())
+	registered(w.git)
+	w.mustReconcile(t)
+	if diff := cmp.Diff([]string{"Ready=False/MissingSecret", "Stalled=True/MissingSecret"}, conditions(w.repo(t))); diff != "" {
+		t.Fatalf("conditions (-want +got):\n%s", diff)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "git-creds", Namespace: ns}, Data: map[string][]byte{gitsource.SecretToken: []byte("t")}}
+	if err := w.c.Create(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	w.git.err = gitError(gitsource.ErrAuth)
+	_, _ = w.reconcile(t)
+	if diff := cmp.Diff([]string{"Ready=False/GitUnavailable"}, conditions(w.repo(t))); diff != "" {
+		t.Errorf("conditions (-want +got):\n%s", diff)
 	}
 }

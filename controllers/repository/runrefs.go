@@ -48,7 +48,7 @@ func (p *runRefPoll) previous(ctx context.Context, prev gitsource.RefSet, t gits
 			return nil, err
 		}
 		if p.index, err = p.r.runIndex(ctx, p.repo); err != nil {
-			return nil, err
+			return nil, &clusterError{err: err}
 		}
 		p.indexed = true
 		out, cancels := gitsource.PreviousRunRefs(t.RunRefs(cur), t, ledger, p.index, t.RunRefs(t.Watched(prev)), false)
@@ -119,3 +119,11 @@ func refObject(ev gitsource.Event) string {
 	}
 	return ev.Commit
 }
+
+// clusterError is a failure of the API server met during a poll (listing
+// the repository's TauRuns), not of git: transient, and said as such, not
+// as the remote being unavailable.
+type clusterError struct{ err error }
+
+func (e *clusterError) Error() string { return "reading the repository's runs: " + e.err.Error() }
+func (e *clusterError) Unwrap() error { return e.err }

@@ -91,8 +91,7 @@ func (r *PlatformReconciler) reconcile(ctx context.Context, p *taugridv1.TauPlat
 	// Once the source reads again, what it said when it could not is
 	// stale: the commit's verdict is given again, in full.
 	again := r.sourceRecovered(p)
-	r.reconcilePolicy(ctx, p, commit, again)
-	return nil
+	return r.reconcilePolicy(ctx, p, commit, again)
 }
 
 // requeue polls again after the interval, with up to 10% jitter so that
@@ -155,16 +154,39 @@ func (r *PlatformReconciler) sourceRecovered(p *taugridv1.TauPlatform) bool {
 // An invalid commit sets Stalled (InvalidPolicy) with file, line and field,
 // and leaves the last good commit in force. Sets Ready on success.
 // again gives the verdict even when the commit and the generation are the
-// ones already judged.
-func (r *PlatformReconciler) reconcilePolicy(ctx context.Context, p *taugridv1.TauPlatform, commit string, again bool) {
+// ones already judged. A failure that may pass (git or the API server
+// unavailable, a conflict) is no verdict: it is returned, and the commit
+// is tried again.
+func (r *PlatformReconciler) reconcilePolicy(ctx context.Context, p *taugridv1.TauPlatform, commit string, again bool) error {
 	if !again && commit == p.Status.LastAttemptedCommit && p.Status.ObservedGeneration == p.Generation {
-		return // nothing new; the last verdict stands
+		return nil // nothing new; the last verdict stands
+	}
+	err := r.applyPolicy(ctx, p, commit)
+	if transient(err) {
+		return fmt.Errorf("applying the policy at %s: %w", shared.Short(commit), err)
 	}
 	p.Status.LastAttemptedCommit = commit
-	lp, err := r.Policies.Load(ctx, p, commit)
 	if err != nil {
 		r.invalid(p, commit, err)
-		return
+	}
+	return nil
+}
+
+// transient reports a failure that may pass on its own: git unreachable,
+// timing out or failing on its side, the API server unavailable, busy,
+// timing out or in conflict.
+func transient(err error) bool {
+	return err != nil && (gitsource.Transient(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsTimeout(err) ||
+		apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) || apierrors.IsConflict(err) ||
+		apierrors.IsInternalError(err) || errors.Is(err, context.DeadlineExceeded))
+}
+
+// applyPolicy loads the policy at commit, checks it against the cluster
+// and applies its Kueue objects; Ready says so on success.
+func (r *PlatformReconciler) applyPolicy(ctx context.Context, p *taugridv1.TauPlatform, commit string) error {
+	lp, err := r.Policies.Load(ctx, p, commit)
+	if err != nil {
+		return err
 	}
 	objs, err := policy.LoadQueues(lp.Tree, lp.Policy)
 	if err == nil {
@@ -177,14 +199,14 @@ func (r *PlatformReconciler) reconcilePolicy(ctx context.Context, p *taugridv1.T
 		err = r.applyQueues(ctx, p, objs)
 	}
 	if err != nil {
-		r.invalid(p, commit, err)
-		return
+		return err
 	}
 	p.Status.Commit, p.Status.PolicyDigest = commit, lp.Policy.Digest
 	msg := fmt.Sprintf("policy at %s applied: %d tenants, %d profiles, %d Kueue objects", shared.Short(commit), len(lp.Policy.Tenants), len(lp.Policy.Profiles), len(objs))
 	apimeta.RemoveStatusCondition(&p.Status.Conditions, taugridv1.ConditionStalled)
 	r.setCondition(p, taugridv1.ConditionReady, metav1.ConditionTrue, ReasonPolicyApplied, msg)
 	r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, ReasonPolicyApplied, "Apply", "%s", msg)
+	return nil
 }
 
 // invalid reports a commit whose policy was refused.

@@ -378,8 +378,11 @@ func (j *Janitor) endedRunPods(ctx context.Context, now time.Time) ([]Finding, e
 		}
 		f := Finding{Reason: ReasonEndedRunPod, Object: "Pod/" + p.Namespace + "/" + p.Name,
 			Message: fmt.Sprintf("holds %s for attempt %s of run %s, which ended %s ago", Accelerators(p), p.Labels[render.LabelAttempt], key.Name, now.Sub(ended).Round(time.Second))}
-		if run == nil {
+		switch {
+		case run == nil:
 			f.Message = fmt.Sprintf("holds %s for run %s, which no longer exists", Accelerators(p), key.Name)
+		case ended.IsZero(): // no end recorded: a later attempt replaced it
+			f.Message = fmt.Sprintf("holds %s for attempt %s of run %s, which a later attempt replaced", Accelerators(p), p.Labels[render.LabelAttempt], key.Name)
 		}
 		if err := j.releaseOwner(ctx, p); err != nil {
 			return found, err

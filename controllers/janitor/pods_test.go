@@ -64,6 +64,13 @@ func TestSweepPods(t *testing.T) {
 			want:     []Finding{{Reason: ReasonEndedRunPod, Object: "Pod/team-a/worker-0", Message: "holds nvidia.com/gpu for run gone, which no longer exists"}},
 			released: []string{"Pod team-a/worker-0"},
 		},
+		"a pod holding GPUs for an attempt a later one replaced, with no end recorded": {
+			objs: []client.Object{gpuPod("train", 1).Obj(),
+				run().Phase(taugridv1.PhaseRunning, "").Attempt("train-1", ago(time.Hour), time.Time{}, "").Attempt("train-2", ago(time.Minute), time.Time{}, "").Obj()},
+			want: []Finding{{Reason: ReasonEndedRunPod, Object: "Pod/team-a/worker-0",
+				Message: "holds nvidia.com/gpu for attempt 1 of run train, which a later attempt replaced"}},
+			released: []string{"Pod team-a/worker-0"},
+		},
 		"a pod holding GPUs five minutes after its attempt ended": {
 			objs: []client.Object{gpuPod("train", 1).Obj(),
 				run().Phase(taugridv1.PhaseQueued, "").Attempt("train-1", ago(time.Hour), ago(5*time.Minute), taugridv1.FailureClass("NodeFailure")).Obj()},

@@ -115,6 +115,17 @@ type waitHistogram struct {
 	buckets map[float64]uint64 // cumulative, as Prometheus wants
 }
 
+// newWaitHistogram has every bucket, empty ones too: a bucket left out
+// would read as no observation at all up to it, and histogram_quantile
+// would interpolate from zero.
+func newWaitHistogram() *waitHistogram {
+	h := &waitHistogram{buckets: make(map[float64]uint64, len(queueWaitBuckets))}
+	for _, b := range queueWaitBuckets {
+		h.buckets[b] = 0
+	}
+	return h
+}
+
 func (h *waitHistogram) observe(d time.Duration) {
 	h.count++
 	h.sum += d.Seconds()
@@ -145,7 +156,7 @@ func summarizeRuns(runs []taugridv1.TauRun, now time.Time) runSummary {
 		for _, d := range queueWaits(r.Status.Phases) {
 			h := s.waits[ns]
 			if h == nil {
-				h = &waitHistogram{buckets: map[float64]uint64{}}
+				h = newWaitHistogram()
 				s.waits[ns] = h
 			}
 			h.observe(d)

@@ -56,6 +56,26 @@ func TestSummarizeRunsCountsPhasesFailuresAndWaits(t *testing.T) {
 	}
 }
 
+// TestEveryWaitBucketIsExported: a namespace whose runs all waited long
+// still exports its short buckets, empty, so histogram_quantile reads
+// them as no wait that short, not as missing.
+func TestEveryWaitBucketIsExported(t *testing.T) {
+	runs := []taugridv1.TauRun{metricsRun("team-a", map[int]taugridv1.RunPhase{0: "Queued", 120: "Admitted"}, []int{0, 120})}
+	h := summarizeRuns(runs, t0.Add(3*time.Hour)).waits["team-a"]
+	if len(h.buckets) != len(queueWaitBuckets) {
+		t.Fatalf("%d buckets exported, want all %d", len(h.buckets), len(queueWaitBuckets))
+	}
+	for _, b := range queueWaitBuckets {
+		want := uint64(0)
+		if b >= 7200 {
+			want = 1
+		}
+		if got, ok := h.buckets[b]; !ok || got != want {
+			t.Errorf("bucket le=%g: %d (present %v), want %d", b, got, ok, want)
+		}
+	}
+}
+
 func TestRunningRunsExportTheirIdleGPUs(t *testing.T) {
 	running := func(name string, u *taugridv1.GPUUsage) taugridv1.TauRun {
 		r := metricsRun("team-a", map[int]taugridv1.RunPhase{0: "Running"}, []int{0})

@@ -78,14 +78,18 @@ func TestNoSecretValueReachesTheStore(t *testing.T) {
 // so, and is sealed all the same. (The name is short: a name of 8
 // characters or more is masked in the note itself, see the report.)
 func TestASecretThatCannotBeReadIsNoted(t *testing.T) {
-	pod := builders.MakeAttemptPod("r-1-xyz12", ns, "r", 1).EnvFromSecretKey("WANDB_API_KEY", "wandb", "key").Exited(1).Obj()
-	w := newSealWorld(t, nil, researchRepo(), hfSecret(), sealingRun().Obj(), attemptJob(), attemptWorkload(), pod)
-	if _, err := w.e.Reconcile(context.Background(), runR); err != nil {
-		t.Fatal(err)
-	}
-	_, rec, _ := w.bundle(t, 1)
-	want := []string{"could not read secret wandb to mask its values (token-looking strings are still masked): NotFound"}
-	if d := cmp.Diff(want, rec.Notes); d != "" {
-		t.Errorf("notes (-want +got):\n%s", d)
+	for _, name := range []string{"wandb", "wandb-api-key"} { // a long name is not masked as a credential
+		t.Run(name, func(t *testing.T) {
+			pod := builders.MakeAttemptPod("r-1-xyz12", ns, "r", 1).EnvFromSecretKey("WANDB_API_KEY", name, "key").Exited(1).Obj()
+			w := newSealWorld(t, nil, researchRepo(), hfSecret(), sealingRun().Obj(), attemptJob(), attemptWorkload(), pod)
+			if _, err := w.e.Reconcile(context.Background(), runR); err != nil {
+				t.Fatal(err)
+			}
+			_, rec, _ := w.bundle(t, 1)
+			want := []string{"could not read " + name + " (a Secret) to mask its values (token-looking strings are still masked): NotFound"}
+			if d := cmp.Diff(want, rec.Notes); d != "" {
+				t.Errorf("notes (-want +got):\n%s", d)
+			}
+		})
 	}
 }

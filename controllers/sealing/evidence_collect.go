@@ -311,7 +311,9 @@ func secretValues(ctx context.Context, c *Collection, r client.Reader, worker, n
 		if worker != "" {
 			where = " on worker cluster " + worker
 		}
-		c.note("could not read secret %s%s to mask its values (token-looking strings are still masked): %v", name, where, apierrors.ReasonForError(err))
+		// "secret <name>" would read as a keyed credential to the final
+		// masking pass, which would then hide which Secret it was.
+		c.note("could not read %s%s (a Secret) to mask its values (token-looking strings are still masked): %v", name, where, apierrors.ReasonForError(err))
 		return nil
 	}
 	var values []string

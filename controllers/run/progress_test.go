@@ -141,8 +141,12 @@ func TestALimitCheckThatCannotReadGitIsRetried(t *testing.T) {
 	if _, err := w.reconcile(t, "r1"); err == nil {
 		t.Fatal("no error: a plan that could not be read was taken for one with no limits")
 	}
-	if got := w.run(t, "r1"); got.Status.ObservedGeneration == got.Generation {
+	got := w.run(t, "r1")
+	if got.Status.ObservedGeneration == got.Generation {
 		t.Error("observedGeneration moved on a transient error")
+	}
+	if got.Status.Message == "" || got.Status.Workload.Reason == "" {
+		t.Errorf("status %q (workload: %q): what the cluster shows is not recorded while the deadlines cannot be read", got.Status.Message, got.Status.Workload.Reason)
 	}
 	w.files.err = nil
 	delete(w.files.files, "tau.yaml") // the run's file cannot be planned at all: no limit applies

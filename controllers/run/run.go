@@ -421,7 +421,14 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 		p.Phase = taugridv1.PhaseFailed
 	}
 	check, err := r.checkPhase(ctx, run, obs, &p)
-	if check.done || err != nil {
+	if check.done {
+		return reconcile.Result{}, err
+	}
+	if err != nil {
+		// A deadline or the GPU usage could not be read now (git, the API
+		// server, a node agent): what the cluster shows is recorded all
+		// the same, and the error brings the run back with backoff.
+		r.recordProgress(run, obs, p, check)
 		return reconcile.Result{}, err
 	}
 	if p.Phase == taugridv1.PhaseFailed {

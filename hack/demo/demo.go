@@ -70,6 +70,9 @@ func run(ctx context.Context, keep bool, mode string) (err error) {
 		return err
 	}
 	defer func() {
+		if err != nil {
+			d.showControllerLog() // before cleanup removes it
+		}
 		if !keep {
 			err = errors.Join(err, d.cleanup())
 		}
@@ -485,6 +488,21 @@ func (d *demo) cleanup() error {
 	}
 	errs = append(errs, os.RemoveAll(d.dir))
 	return errors.Join(errs...)
+}
+
+// controllerLogTail is how much of the controller's log a failed demo
+// prints: the log itself goes with the demo's directory.
+const controllerLogTail = 80
+
+// showControllerLog prints the end of tau-controller's log to stderr.
+func (d *demo) showControllerLog() {
+	data, err := os.ReadFile(d.ctrlLog)
+	if err != nil || len(data) == 0 {
+		return
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	lines = lines[max(0, len(lines)-controllerLogTail):]
+	fmt.Fprintf(os.Stderr, "the last %d lines of the controller's log (%s):\n%s\n", len(lines), d.ctrlLog, strings.Join(lines, "\n"))
 }
 
 func waitHTTP(ctx context.Context, url string, timeout time.Duration) error {

@@ -530,10 +530,22 @@ func (t *Tenant) mayUse(profile string) bool {
 	return len(t.Profiles) == 0 || slices.Contains(t.Profiles, profile)
 }
 
-// AllowsRepository reports whether the tenant may register a git URL.
+// AllowsRepository reports whether the tenant may register a git URL. The
+// URL and each pattern are compared in their canonical form
+// (CanonicalRepoURL), so no encoding, dot segment or letter case takes a
+// URL out of the part of the forge a pattern names; a URL that does not
+// parse is refused.
 func (t *Tenant) AllowsRepository(url string) bool {
+	u, ok := CanonicalRepoURL(url)
+	if !ok {
+		return false
+	}
 	for _, pattern := range t.Repositories {
-		if ok, _ := path.Match(pattern, url); ok {
+		p, ok := CanonicalRepoURL(pattern)
+		if !ok {
+			continue
+		}
+		if m, _ := path.Match(p, u); m {
 			return true
 		}
 	}

@@ -3,6 +3,7 @@ package repository
 import (
 	"context"
 	"errors"
+	"github.com/taugrid/taugrid/test/builders"
 	"testing"
 	"time"
 
@@ -170,5 +171,29 @@ func TestAGoneRepositoryForgetsItsPullRequestListing(t *testing.T) {
 	}
 	if _, ok := shared.MemoOf(&w.r.PullRequests.listings).Get(types.NamespacedName{Namespace: ns, Name: "research"}); ok {
 		t.Error("the memo still holds the gone repository")
+	}
+}
+
+// TestAnEncodedURLCannotLeaveTheTenantsPart: from the attacker's side, a
+// team-a repository whose URL climbs into team-b's part of the forge
+// through an encoding or a dot segment is refused, and nothing is polled.
+func TestAnEncodedURLCannotLeaveTheTenantsPart(t *testing.T) {
+	for _, u := range []string{
+		"https://git.example.com/team-a/..%2fteam-b%2fsecret.git",
+		"https://git.example.com/team-a/%2e%2e/team-b/secret.git",
+		"https://git.example.com/team-a/..%252fteam-b%252fsecret.git",
+	} {
+		t.Run(u, func(t *testing.T) {
+			w := newRepoWorld(t, nil, builders.MakeTauRepository("research", ns, u).Obj())
+			if _, err := w.reconcile(t); err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff([]string{"Ready=False/" + ReasonNotAllowed, "Stalled=True/" + ReasonNotAllowed}, conditions(w.repo(t))); diff != "" {
+				t.Errorf("conditions (-want +got):\n%s", diff)
+			}
+			if w.git.lists != 0 {
+				t.Errorf("git listed %d times for a URL the tenant may not register", w.git.lists)
+			}
+		})
 	}
 }

@@ -77,11 +77,7 @@ func (w *forgeWorld) posted() []string {
 
 // drained is every event recorded so far.
 func (w *forgeWorld) drained() []string {
-	var out []string
-	for len(w.events.Events) > 0 {
-		out = append(out, <-w.events.Events)
-	}
-	return out
+	return sharedtest.Drain(w.events)
 }
 
 func (w *forgeWorld) run(t *testing.T, name string) *taugridv1.TauRun {

@@ -78,15 +78,7 @@ func describeDelete(c client.Client, obj client.Object, opts []client.DeleteOpti
 
 // drain is the events recorded since the last drain.
 func (w *janitorWorld) drain() []string {
-	var out []string
-	for {
-		select {
-		case e := <-w.events.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
+	return sharedtest.Drain(w.events)
 }
 
 // action is what a mode says it did with a finding.

@@ -265,35 +265,15 @@ func (w *platformWorld) platform(t testing.TB) *taugridv1.TauPlatform {
 // drain is the events recorded since the last drain, each as
 // "Type Reason" and the first line of its note.
 func (w *platformWorld) drain() []string {
-	var out []string
-	for {
-		select {
-		case e := <-w.events.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
+	return sharedtest.Drain(w.events)
 }
 
 // reasons is each event's type and reason, without its note.
-func reasons(evs []string) []string {
-	var out []string
-	for _, e := range evs {
-		f := strings.Fields(e)
-		out = append(out, f[0]+" "+f[1])
-	}
-	return out
-}
+var reasons = sharedtest.Reasons
 
 // conditions are the platform's conditions as "Type=Status/Reason".
 func conditions(p *taugridv1.TauPlatform) []string {
-	var out []string
-	for _, c := range p.Status.Conditions {
-		out = append(out, c.Type+"="+string(c.Status)+"/"+c.Reason)
-	}
-	slices.Sort(out)
-	return out
+	return sharedtest.Conditions(p.Status.Conditions)
 }
 
 // condition is the message of the platform's condition of type t, "" if

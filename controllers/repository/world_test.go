@@ -279,26 +279,11 @@ func (w *repoWorld) runs(t testing.TB) []taugridv1.TauRun {
 
 // drain is the events recorded since the last drain.
 func (w *repoWorld) drain() []string {
-	var out []string
-	for {
-		select {
-		case e := <-w.events.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
+	return sharedtest.Drain(w.events)
 }
 
 // reasons is each event's type and reason, without its note.
-func reasons(evs []string) []string {
-	var out []string
-	for _, e := range evs {
-		f := strings.Fields(e)
-		out = append(out, f[0]+" "+f[1])
-	}
-	return out
-}
+var reasons = sharedtest.Reasons
 
 // runSummary is what a test says of a TauRun the poll created.
 type runSummary struct {
@@ -328,12 +313,7 @@ func summarize(list []taugridv1.TauRun) []runSummary {
 
 // conditions are the repository's conditions as "Type=Status/Reason".
 func conditions(repo *taugridv1.TauRepository) []string {
-	var out []string
-	for _, c := range repo.Status.Conditions {
-		out = append(out, c.Type+"="+string(c.Status)+"/"+c.Reason)
-	}
-	slices.Sort(out)
-	return out
+	return sharedtest.Conditions(repo.Status.Conditions)
 }
 
 // readyMessage is the Ready condition's message, "" without one.

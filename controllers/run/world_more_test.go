@@ -31,16 +31,7 @@ func (w *runWorld) holds(t testing.TB, o client.Object) bool {
 
 // reasons drains the events recorded so far, as "type reason".
 func (w *runWorld) reasons() []string {
-	var out []string
-	for {
-		select {
-		case e := <-w.events.Events:
-			f := strings.Fields(e)
-			out = append(out, f[0]+" "+f[1])
-		default:
-			return out
-		}
-	}
+	return sharedtest.Reasons(sharedtest.Drain(w.events))
 }
 
 // after moves the reconciler's clock on by d.

@@ -217,9 +217,5 @@ func (w *sealWorld) run(t *testing.T) *taugridv1.TauRun {
 }
 
 func (w *sealWorld) drained() []string {
-	var out []string
-	for len(w.events.Events) > 0 {
-		out = append(out, <-w.events.Events)
-	}
-	return out
+	return sharedtest.Drain(w.events)
 }

@@ -1,11 +1,9 @@
 package janitor
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/test/builders"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -108,24 +106,7 @@ func TestSweepPods(t *testing.T) {
 		for _, mode := range []JanitorMode{JanitorReport, JanitorRelease} {
 			t.Run(name+"/"+string(mode), func(t *testing.T) {
 				w := newJanitor(t, mode, nil, tc.objs...)
-				found, err := w.j.Sweep(context.Background())
-				if err != nil {
-					t.Fatal(err)
-				}
-				if diff := cmp.Diff(tc.want, found); diff != "" {
-					t.Errorf("findings (-want +got):\n%s", diff)
-				}
-				var wantDeleted []string
-				if mode == JanitorRelease {
-					wantDeleted = tc.released
-				}
-				if diff := cmp.Diff(wantDeleted, w.deleted); diff != "" {
-					t.Errorf("deletes (-want +got):\n%s", diff)
-				}
-				if diff := cmp.Diff(wantEvents(tc.want, mode), w.drain()); diff != "" {
-					t.Errorf("events (-want +got):\n%s", diff)
-				}
-				checkMetrics(t, w.j.Metrics, tc.want, action(mode))
+				w.checkSweep(t, mode, tc.want, tc.released)
 			})
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
@@ -141,24 +140,7 @@ func TestSweepReservations(t *testing.T) {
 					locator = ws
 				}
 				w := newJanitor(t, mode, locator, tc.objs...)
-				found, err := w.j.Sweep(context.Background())
-				if err != nil {
-					t.Fatal(err)
-				}
-				if diff := cmp.Diff(tc.want, found); diff != "" {
-					t.Errorf("findings (-want +got):\n%s", diff)
-				}
-				var wantDeleted []string
-				if mode == JanitorRelease {
-					wantDeleted = tc.released
-				}
-				if diff := cmp.Diff(wantDeleted, w.deleted); diff != "" {
-					t.Errorf("deletes (-want +got):\n%s", diff)
-				}
-				if diff := cmp.Diff(wantEvents(tc.want, mode), w.drain()); diff != "" {
-					t.Errorf("events (-want +got):\n%s", diff)
-				}
-				checkMetrics(t, w.j.Metrics, tc.want, action(mode))
+				w.checkSweep(t, mode, tc.want, tc.released)
 			})
 		}
 	}

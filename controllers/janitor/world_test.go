@@ -82,6 +82,30 @@ func (w *janitorWorld) drain() []string {
 }
 
 // action is what a mode says it did with a finding.
+// checkSweep sweeps and checks what was found, what was deleted (only in
+// release mode), the events and the metric.
+func (w *janitorWorld) checkSweep(t *testing.T, mode JanitorMode, want []Finding, released []string) {
+	t.Helper()
+	found, err := w.j.Sweep(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, found); diff != "" {
+		t.Errorf("findings (-want +got):\n%s", diff)
+	}
+	var wantDeleted []string
+	if mode == JanitorRelease {
+		wantDeleted = released
+	}
+	if diff := cmp.Diff(wantDeleted, w.deleted); diff != "" {
+		t.Errorf("deletes (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(wantEvents(want, mode), w.drain()); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+	checkMetrics(t, w.j.Metrics, want, action(mode))
+}
+
 func action(mode JanitorMode) string {
 	if mode == JanitorRelease {
 		return "released"

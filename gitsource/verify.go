@@ -30,6 +30,9 @@ var (
 	// ErrUntrustedSigner: a valid signature by a key the repository does
 	// not allow.
 	ErrUntrustedSigner = errors.New("signer not allowed")
+	// ErrTagRenamed: a signed tag object arrived under a ref its own name
+	// does not give: a signature replayed under another ref.
+	ErrTagRenamed = errors.New("signed tag under another ref")
 	// ErrKeyExpired: an allowed key used outside its validity
 	// (valid-after, valid-before, an OpenPGP key's expiry).
 	ErrKeyExpired = errors.New("key not valid now")
@@ -50,6 +53,9 @@ type Signer struct {
 	// Identity is the allowed_signers principal or key comment for SSH,
 	// the primary user ID for OpenPGP.
 	Identity string
+	// Tag is the signed tag object's own name (the signature covers it);
+	// "" for a commit.
+	Tag string
 }
 
 // VerifyTag checks an annotated tag's signature against the ring, with
@@ -67,6 +73,7 @@ func VerifyTag(t *object.Tag, keys *KeyRing, at time.Time) (Signer, error) {
 	if err != nil {
 		return Signer{}, fmt.Errorf("tag %s: %w", t.Name, err)
 	}
+	s.Tag = t.Name
 	return s, nil
 }
 

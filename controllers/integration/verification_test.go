@@ -52,10 +52,16 @@ func (r *gitRepo) gitWith(env []string, args ...string) string {
 
 // signedTag pushes an annotated tag signed with `git tag -s`, under ref
 // (refs/tags/run/... for a run tag, refs/tau/runs/... for a run ref, as
-// `tau run` pushes it).
+// `tau run` pushes it), named as that ref requires.
 func (r *gitRepo) signedTag(sign []string, env []string, ref, message string) string {
 	r.t.Helper()
-	tmp := "signed-" + strings.ReplaceAll(ref, "/", "-")
+	return r.signedTagNamed(sign, env, repoctrl.SignedTagName(ref, gitsource.Triggers{}.WithDefaults()), ref, message)
+}
+
+// signedTagNamed pushes a tag named name, signed, under ref.
+func (r *gitRepo) signedTagNamed(sign []string, env []string, name, ref, message string) string {
+	r.t.Helper()
+	tmp := name
 	r.gitWith(env, append(sign, "tag", "-s", "--message", message, tmp)...)
 	r.git("-C", r.work, "push", "--quiet", "origin", "refs/tags/"+tmp+":"+ref)
 	r.git("-C", r.work, "tag", "--delete", tmp)
@@ -77,6 +83,9 @@ func (f *runFixture) refusedRun(t *testing.T, ref, why string) *taugridv1.TauRun
 	t.Helper()
 	run := f.reconcileRun(t, f.runOf(t, ref).Name, taugridv1.PhaseFailed)
 	want := "refused: " + ref + " is not signed by an allowed key ("
+	if strings.Contains(why, "the tag object is named") {
+		want = "refused: " + ref + " carries a signed tag made for another ref ("
+	}
 	if !strings.HasPrefix(run.Status.Message, want) || !strings.Contains(run.Status.Message, why) {
 		t.Errorf("message = %q, want %q...%q", run.Status.Message, want, why)
 	}
@@ -182,6 +191,19 @@ func TestOnlyAllowedSSHSignersStartRuns(t *testing.T) {
 			Fingerprint: fingerprint(t, alice.Public), Object: "tag " + strings.Fields(tag)[0]})
 	}
 	f.wantSubmittedOnly(t, signedTag, signedRef)
+
+	t.Run("a signed tag replayed under another ref is refused", func(t *testing.T) {
+		// Mallory cannot sign, but can push: alice's signed run tag and run
+		// ref, pushed again under refs of mallory's choosing.
+		replayedTag := f.research.signedTagNamed(alice.GitArgs(), nil, "run/approved", "refs/tags/run/replayed", "target: default\n")
+		replayedRef := f.research.signedTagNamed(alice.GitArgs(), nil, "tau-run-approved", "refs/tau/runs/replayed", "target: default\n")
+		asTag := f.research.signedTagNamed(alice.GitArgs(), nil, "tau-run-other", "refs/tags/run/other", "target: default\n")
+		f.poll(t)
+		f.refusedRun(t, replayedTag, `signed tag under another ref: the tag object is named "run/approved", so it starts a run only as refs/tags/run/approved; it arrived as refs/tags/run/replayed`)
+		f.refusedRun(t, replayedRef, `the tag object is named "tau-run-approved", so it starts a run only as refs/tau/runs/approved`)
+		f.refusedRun(t, asTag, `the tag object is named "tau-run-other", so it starts a run only as refs/tau/runs/other`)
+		f.wantSubmittedOnly(t, signedTag, signedRef)
+	})
 
 	t.Run("a TauRun made by hand is refused: nothing checked its signature", func(t *testing.T) {
 		forged := &taugridv1.TauRun{ObjectMeta: metav1.ObjectMeta{Name: "by-hand", Namespace: f.ns},

@@ -87,6 +87,10 @@ func (r *RepositoryReconciler) checkSignature(ctx context.Context, repo *taugrid
 	var signer gitsource.Signer
 	if sha, isTag := strings.CutPrefix(object, "tag "); isTag {
 		signer, err = verifier.VerifyTag(ctx, remote, sha, keys, r.Clock.Now())
+		if want := SignedTagName(ev.Ref, triggersOf(repo)); err == nil && signer.Tag != want {
+			err = fmt.Errorf("%w: the tag object is named %q, so it starts a run only as %s; it arrived as %s",
+				gitsource.ErrTagRenamed, signer.Tag, tagRef(signer.Tag, triggersOf(repo)), ev.Ref)
+		}
 	} else {
 		signer, err = verifier.VerifyCommit(ctx, remote, ev.Commit, keys, r.Clock.Now())
 	}
@@ -120,12 +124,43 @@ func SignatureVerdict(ref, object, mode string, s gitsource.Signer, err error) (
 
 func isSignatureFailure(err error) bool {
 	return slices.ContainsFunc([]error{gitsource.ErrUnsigned, gitsource.ErrBadSignature, gitsource.ErrUntrustedSigner,
-		gitsource.ErrKeyExpired, gitsource.ErrKeyRevoked}, func(e error) bool { return errors.Is(err, e) })
+		gitsource.ErrKeyExpired, gitsource.ErrKeyRevoked, gitsource.ErrTagRenamed}, func(e error) bool { return errors.Is(err, e) })
 }
 
 func refused(ref, object string, why error) taugridv1.SignatureStatus {
+	if errors.Is(why, gitsource.ErrTagRenamed) {
+		return taugridv1.SignatureStatus{Object: object,
+			Reason: fmt.Sprintf("refused: %s carries a signed tag made for another ref (%v)", ref, why)}
+	}
 	return taugridv1.SignatureStatus{Object: object,
 		Reason: fmt.Sprintf("refused: %s is not signed by an allowed key (%v)", ref, why)}
+}
+
+// runRefTagPrefix starts the name `tau run` gives the tag object of a run
+// ref <prefix><id>: tau-run-<id>.
+const runRefTagPrefix = "tau-run-"
+
+// SignedTagName is the name a signed tag object must carry to start a run
+// from ref: its own name for a run tag (refs/tags/<name>), and
+// tau-run-<id>, the name `tau run` gives it, for a run ref <prefix><id>.
+// A signature covers the tag's name, not the ref it is pushed to, so
+// without this a signed tag could be replayed under any other run ref.
+func SignedTagName(ref string, t gitsource.Triggers) string {
+	if name, ok := strings.CutPrefix(ref, "refs/tags/"); ok {
+		return name
+	}
+	if id, ok := strings.CutPrefix(ref, t.RunRefPrefix); ok {
+		return runRefTagPrefix + id
+	}
+	return ""
+}
+
+// tagRef is the ref a tag named name starts a run from.
+func tagRef(name string, t gitsource.Triggers) string {
+	if id, ok := strings.CutPrefix(name, runRefTagPrefix); ok {
+		return t.RunRefPrefix + id
+	}
+	return "refs/tags/" + name
 }
 
 // LoadKeyRing reads the repository's allowed and revoked keys from its

@@ -65,6 +65,7 @@ func TestSignatureVerification(t *testing.T) {
 	}
 	keys := map[string]string{"alice": allowedSigner(t, "alice@example.com")}
 	cases := map[string]struct {
+		tagName        string // of the run ref's tag object; "" is tau-run-r, as tau run names it
 		noVerification bool
 		keys           map[string]string // the verification Secret; nil: none
 		plainGit       bool              // a git client that cannot verify
@@ -92,6 +93,18 @@ func TestSignatureVerification(t *testing.T) {
 			want: both("the allowed keys are unusable: Secret team-a/signers: alice: line 1: want a public key, optionally after principals and options")},
 		"this controller's git client cannot verify": {keys: keys, plainGit: true,
 			want: both("this controller's git client cannot verify signatures")},
+		"a tag signed for another run ref, replayed under this one": {keys: keys, signer: alice, tagName: "tau-run-approved",
+			want: map[string]*taugridv1.SignatureStatus{
+				"refs/tau/runs/r": {Object: tag, Reason: "refused: refs/tau/runs/r carries a signed tag made for another ref (" +
+					gitsource.ErrTagRenamed.Error() + `: the tag object is named "tau-run-approved", so it starts a run only as refs/tau/runs/approved; it arrived as refs/tau/runs/r)`},
+				"refs/tags/run/lw": verified(commit)},
+			checked: []string{commit, tag}},
+		"a signed run tag replayed as a run ref": {keys: keys, signer: alice, tagName: "run/approved",
+			want: map[string]*taugridv1.SignatureStatus{
+				"refs/tau/runs/r": {Object: tag, Reason: "refused: refs/tau/runs/r carries a signed tag made for another ref (" +
+					gitsource.ErrTagRenamed.Error() + `: the tag object is named "run/approved", so it starts a run only as refs/tags/run/approved; it arrived as refs/tau/runs/r)`},
+				"refs/tags/run/lw": verified(commit)},
+			checked: []string{commit, tag}},
 		"the signed object is not in the cache yet: retried, nothing created": {keys: keys, err: fmt.Errorf("tag: %w", gitsource.ErrNotFound),
 			wantErr: true, checked: []string{commit}},
 	}
@@ -112,7 +125,11 @@ func TestSignatureVerification(t *testing.T) {
 			}
 			registered(w.git)
 			w.mustReconcile(t)
-			w.git.refs["refs/tau/runs/r"] = w.git.annotated(sha("a1"), "r", c1, "")
+			tagName := tc.tagName
+			if tagName == "" {
+				tagName = "tau-run-r"
+			}
+			w.git.refs["refs/tau/runs/r"] = w.git.annotated(sha("a1"), tagName, c1, "")
 			w.git.refs["refs/tags/run/lw"] = at(c1)
 			_, err := w.reconcile(t)
 			if (err != nil) != tc.wantErr {

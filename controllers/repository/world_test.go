@@ -209,7 +209,11 @@ type signingGit struct {
 
 func (s *signingGit) VerifyTag(_ context.Context, _ gitsource.Remote, tag string, keys *gitsource.KeyRing, _ time.Time) (gitsource.Signer, error) {
 	s.checked = append(s.checked, "tag "+tag)
-	return s.signer, s.err
+	signer := s.signer
+	if t, err := s.Tag(tag); err == nil && s.err == nil {
+		signer.Tag = t.Name // the name the signature covers
+	}
+	return signer, s.err
 }
 
 func (s *signingGit) VerifyCommit(_ context.Context, _ gitsource.Remote, commit string, keys *gitsource.KeyRing, _ time.Time) (gitsource.Signer, error) {

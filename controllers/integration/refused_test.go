@@ -16,20 +16,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	repoctrl "github.com/taugrid/taugrid/controllers/repository"
+	"github.com/taugrid/taugrid/controllers/shared/sharedtest"
 )
 
 // drain returns the events recorded so far.
-func drain(rec *events.FakeRecorder) []string {
-	var out []string
-	for {
-		select {
-		case e := <-rec.Events:
-			out = append(out, e)
-		default:
-			return out
-		}
-	}
-}
+var drain = sharedtest.Drain
 
 func (f *runFixture) get(t *testing.T) *taugridv1.TauRepository {
 	t.Helper()

@@ -1,12 +1,7 @@
 package platform
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -93,30 +88,7 @@ func (g *fakeGit) Archive(_ context.Context, _ gitsource.Remote, _, commit strin
 	if !ok {
 		return nil, fmt.Errorf("commit %s: %w", commit, gitsource.ErrNotFound)
 	}
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
-	for _, name := range slices.Sorted(maps.Keys(files)) {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(files[name])), Typeflag: tar.TypeReg}); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write([]byte(files[name])); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(buf.Bytes())
-	digest := hex.EncodeToString(sum[:])
-	p := filepath.Join(g.dir, digest)
-	if err := os.WriteFile(p, buf.Bytes(), 0o600); err != nil {
-		return nil, err
-	}
-	return &gitsource.Archive{Commit: commit, Digest: digest, Size: int64(buf.Len()), Path: p}, nil
+	return sharedtest.WriteArchive(g.dir, commit, files)
 }
 
 func (g *fakeGit) OpenArchive(digest string) (*os.File, error) {

@@ -1,12 +1,7 @@
 package repository
 
 import (
-	"archive/tar"
-	"bytes"
-	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"maps"
 	"os"
@@ -132,35 +127,14 @@ func (g *fakeGit) Archive(_ context.Context, _ gitsource.Remote, _, commit strin
 	if err := g.archiveErr[commit]; err != nil {
 		return nil, err
 	}
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(zw)
-	for _, name := range slices.Sorted(maps.Keys(g.trees[commit])) {
-		data := g.trees[commit][name]
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
-			return nil, err
-		}
-		if _, err := tw.Write([]byte(data)); err != nil {
-			return nil, err
-		}
-	}
-	if err := tw.Close(); err != nil {
+	a, err := sharedtest.WriteArchive(g.dir, commit, g.trees[commit])
+	if err != nil {
 		return nil, err
 	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	sum := sha256.Sum256(buf.Bytes())
-	digest := hex.EncodeToString(sum[:])
-	p := filepath.Join(g.dir, digest)
-	if err := os.WriteFile(p, buf.Bytes(), 0o600); err != nil {
-		return nil, err
-	}
-	size := int64(buf.Len())
 	if s, ok := g.sizes[commit]; ok {
-		size = s
+		a.Size = s
 	}
-	return &gitsource.Archive{Commit: commit, Digest: digest, Size: size, Path: p}, nil
+	return a, nil
 }
 
 func (g *fakeGit) OpenArchive(digest string) (*os.File, error) {

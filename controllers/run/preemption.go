@@ -173,12 +173,14 @@ func (r *RunReconciler) staleRun(ctx context.Context, run *taugridv1.TauRun) (bo
 // (UID: …, JobUID: …) due to <reason>; preemptor path: …".
 var kueuePreemption = regexp.MustCompile(`JobUID: ([^)]*)\) due to ([^;]*)`)
 
-// preemptor names, in tenant terms, the run that preempted a workload, from
-// Kueue's message as recorded on the attempt: "preempted by run
-// team-b/big-7f3k2 (prioritization in the ClusterQueue)". It returns ""
-// when the message names no job, and names a job that is not a TauGrid run
-// by its Workload.
-func (r *RunReconciler) preemptor(ctx context.Context, msg string) (string, error) {
+// preemptor says, in tenant terms, what preempted a workload of namespace
+// viewer, from Kueue's message as recorded on the attempt: "preempted by
+// run team-a/big-7f3k2 (prioritization in the ClusterQueue)" for the
+// viewer's own team, "preempted by a run of another team (...)" for
+// another's, whose runs and namespaces are never named. It returns ""
+// when the message names no job, and names a job of the viewer's that is
+// not a TauGrid run by its Workload.
+func (r *RunReconciler) preemptor(ctx context.Context, msg, viewer string) (string, error) {
 	m := kueuePreemption.FindStringSubmatch(msg)
 	if m == nil || m[1] == "" {
 		return "", nil
@@ -191,7 +193,12 @@ func (r *RunReconciler) preemptor(ctx context.Context, msg string) (string, erro
 		return fmt.Sprintf("preempted by another workload (%s)", m[2]), nil
 	}
 	w := &wls.Items[0]
-	if run, ok := runOfWorkload(w); ok {
+	run, isRun := runOfWorkload(w)
+	switch {
+	case w.Namespace != viewer:
+		// Another team's: what it is, never whose.
+		return fmt.Sprintf("preempted by %s (%s)", workloadWords(w, viewer, isRun), m[2]), nil
+	case isRun:
 		return fmt.Sprintf("preempted by run %s/%s (%s)", w.Namespace, run, m[2]), nil
 	}
 	return fmt.Sprintf("preempted by workload %s/%s (%s)", w.Namespace, w.Name, m[2]), nil

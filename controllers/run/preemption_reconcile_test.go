@@ -55,13 +55,13 @@ func TestAPreemptedAttemptIsRecordedThenEndedAndRetried(t *testing.T) {
 	}{
 		"preempted by another tenant's run: retried after 30s": {
 			objs:  []client.Object{preemptor("r2-1")},
-			phase: taugridv1.PhasePending, message: "retrying in 30s (attempt 2 of 3) after failed (Preempted): preempted by run team-b/r2",
-			reason: "preempted by run team-b/r2 (prioritization in the ClusterQueue)" + lost, requeue: 30 * time.Second,
+			phase: taugridv1.PhasePending, message: "retrying in 30s (attempt 2 of 3) after failed (Preempted): preempted by a run of another team",
+			reason: "preempted by a run of another team (prioritization in the ClusterQueue)" + lost, requeue: 30 * time.Second,
 			events: []string{"Warning Retrying"}},
 		"preempted by a workload that is no run's: named by its Workload": {
 			objs:  []client.Object{preemptor("nightly")},
 			phase: taugridv1.PhasePending, message: "retrying in 30s",
-			reason: "preempted by workload team-b/job-nightly (prioritization in the ClusterQueue)" + lost, requeue: 30 * time.Second,
+			reason: "preempted by a workload of another team (prioritization in the ClusterQueue)" + lost, requeue: 30 * time.Second,
 			events: []string{"Warning Retrying"}},
 		"preempted by a workload gone since": {
 			phase: taugridv1.PhasePending, message: "retrying in 30s",
@@ -69,8 +69,8 @@ func TestAPreemptedAttemptIsRecordedThenEndedAndRetried(t *testing.T) {
 			events: []string{"Warning Retrying"}},
 		"preempted once more than limits.max_preemptions allows: the run fails": {
 			objs: []client.Object{preemptor("r2-1")}, tau: tauWithLimits(t, "max_preemptions: 0"),
-			phase: taugridv1.PhaseFailed, message: "failed (Preempted): preempted by run team-b/r2",
-			reason: "preempted by run team-b/r2 (prioritization in the ClusterQueue)" + lost,
+			phase: taugridv1.PhaseFailed, message: "failed (Preempted): preempted by a run of another team",
+			reason: "preempted by a run of another team (prioritization in the ClusterQueue)" + lost,
 			events: []string{"Warning Failed"}},
 	}
 	for name, tc := range cases {

@@ -61,7 +61,7 @@ func (r *RunReconciler) queueState(ctx context.Context, wl *kueue.Workload) runs
 				pending = append(pending, w)
 			case meta.IsStatusConditionTrue(w.Status.Conditions, kueue.WorkloadAdmitted) && !meta.IsStatusConditionTrue(w.Status.Conditions, kueue.WorkloadFinished):
 				if end, ok := r.timeLimit(ctx, w); ok && (q.FreesBy.IsZero() || end.Before(q.FreesBy)) {
-					q.FreesBy, q.FreedBy = end, describeWorkload(w)
+					q.FreesBy, q.FreedBy = end, describeWorkload(w, wl.Namespace)
 				}
 			}
 		}
@@ -114,7 +114,7 @@ func positionIn(pending []*kueue.Workload, wl *kueue.Workload) (int, int, []stri
 		if w.UID == wl.UID && w.Namespace == wl.Namespace && w.Name == wl.Name {
 			var ahead []string
 			for j := max(0, i-maxAhead); j < i; j++ {
-				ahead = append(ahead, describeWorkload(pending[j]))
+				ahead = append(ahead, describeWorkload(pending[j], wl.Namespace))
 			}
 			return i + 1, len(pending), ahead
 		}
@@ -129,14 +129,29 @@ func priority(w *kueue.Workload) int32 {
 	return 0
 }
 
-// describeWorkload names a workload as a researcher knows it: the run, and
-// its priority.
-func describeWorkload(w *kueue.Workload) string {
-	name := w.Name
-	if run, ok := runOfWorkload(w); ok {
-		name = "run " + run
+// describeWorkload names a workload as a researcher of namespace viewer
+// knows it: their own team's by its run and priority, another team's by
+// what it is and its priority only. Tenants are strangers: no text one
+// reads names another's runs or namespaces.
+func describeWorkload(w *kueue.Workload, viewer string) string {
+	_, isRun := runOfWorkload(w)
+	return fmt.Sprintf("%s (priority %d)", workloadWords(w, viewer, isRun), priority(w))
+}
+
+// workloadWords is what a researcher of namespace viewer may read of
+// workload w: its namespace and run (or name) when it is their team's,
+// "a run of another team" (or "a workload of another team") when not.
+func workloadWords(w *kueue.Workload, viewer string, isRun bool) string {
+	run, _ := runOfWorkload(w)
+	switch {
+	case w.Namespace != viewer && isRun:
+		return "a run of another team"
+	case w.Namespace != viewer:
+		return "a workload of another team"
+	case isRun:
+		return w.Namespace + "/run " + run
 	}
-	return fmt.Sprintf("%s/%s (priority %d)", w.Namespace, name, priority(w))
+	return w.Namespace + "/" + w.Name
 }
 
 // preemptions counts the run's attempts that ended preempted.

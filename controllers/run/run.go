@@ -662,7 +662,7 @@ func (r *RunReconciler) classify(ctx context.Context, run *taugridv1.TauRun, obs
 		if recorded != nil {
 			msg = recorded.Message
 		}
-		if by, err := r.preemptor(ctx, msg); err != nil {
+		if by, err := r.preemptor(ctx, msg, run.Namespace); err != nil {
 			return "", "", err
 		} else if by != "" {
 			reason = by

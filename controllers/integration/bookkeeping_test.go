@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	platformctrl "github.com/taugrid/taugrid/controllers/platform"
-	shared "github.com/taugrid/taugrid/controllers/shared"
+	"github.com/taugrid/taugrid/controllers/shared"
 )
 
 // TestAPlatformMadeUnreadyByAGitOutageRecoversWithoutANewCommit: the

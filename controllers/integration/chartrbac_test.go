@@ -27,12 +27,12 @@ import (
 	"github.com/taugrid/taugrid/server"
 	"github.com/taugrid/taugrid/test/chart"
 
-	forgestatus "github.com/taugrid/taugrid/controllers/forgestatus"
+	"github.com/taugrid/taugrid/controllers/forgestatus"
 	platformctrl "github.com/taugrid/taugrid/controllers/platform"
 	repoctrl "github.com/taugrid/taugrid/controllers/repository"
 	runctrl "github.com/taugrid/taugrid/controllers/run"
-	shared "github.com/taugrid/taugrid/controllers/shared"
-	policy "github.com/taugrid/taugrid/policy"
+	"github.com/taugrid/taugrid/controllers/shared"
+	"github.com/taugrid/taugrid/policy"
 )
 
 // forbiddenLog collects every log line of the manager (reconciler errors

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	forgestatus "github.com/taugrid/taugrid/controllers/forgestatus"
+	"github.com/taugrid/taugrid/controllers/forgestatus"
 )
 
 // forgeBenchSeq names each run of the benchmark's fixture apart.

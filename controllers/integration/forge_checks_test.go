@@ -13,7 +13,7 @@ import (
 	"github.com/taugrid/taugrid/forge/forgetest"
 	"github.com/taugrid/taugrid/render"
 
-	forgestatus "github.com/taugrid/taugrid/controllers/forgestatus"
+	"github.com/taugrid/taugrid/controllers/forgestatus"
 )
 
 func TestACheckRunFollowsOneRunAndSurvivesARestart(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	forgestatus "github.com/taugrid/taugrid/controllers/forgestatus"
+	"github.com/taugrid/taugrid/controllers/forgestatus"
 )
 
 const forgeToken = "tau-test-forge-token-9f8e7d"

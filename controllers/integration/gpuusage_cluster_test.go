@@ -29,8 +29,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	runctrl "github.com/taugrid/taugrid/controllers/run"
-	sealing "github.com/taugrid/taugrid/controllers/sealing"
-	policy "github.com/taugrid/taugrid/policy"
+	"github.com/taugrid/taugrid/controllers/sealing"
+	"github.com/taugrid/taugrid/policy"
 )
 
 // standInAgent serves /gpus as tau-nodeagent does (the real wire types,

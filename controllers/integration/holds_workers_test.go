@@ -20,8 +20,8 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	janitor "github.com/taugrid/taugrid/controllers/janitor"
-	shared "github.com/taugrid/taugrid/controllers/shared"
+	"github.com/taugrid/taugrid/controllers/janitor"
+	"github.com/taugrid/taugrid/controllers/shared"
 )
 
 // A hold on a worker's Job never outlives its run: the janitor lets go of

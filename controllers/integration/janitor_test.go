@@ -22,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	janitor "github.com/taugrid/taugrid/controllers/janitor"
-	shared "github.com/taugrid/taugrid/controllers/shared"
+	"github.com/taugrid/taugrid/controllers/janitor"
+	"github.com/taugrid/taugrid/controllers/shared"
 )
 
 // plantJob submits a suspended 1-GPU Job labelled as TauGrid's, with no run

@@ -18,13 +18,13 @@ import (
 	"github.com/taugrid/taugrid/clusters"
 	"github.com/taugrid/taugrid/server"
 
-	forgestatus "github.com/taugrid/taugrid/controllers/forgestatus"
+	"github.com/taugrid/taugrid/controllers/forgestatus"
 	platformctrl "github.com/taugrid/taugrid/controllers/platform"
 	repoctrl "github.com/taugrid/taugrid/controllers/repository"
 	runctrl "github.com/taugrid/taugrid/controllers/run"
-	sealing "github.com/taugrid/taugrid/controllers/sealing"
-	shared "github.com/taugrid/taugrid/controllers/shared"
-	policy "github.com/taugrid/taugrid/policy"
+	"github.com/taugrid/taugrid/controllers/sealing"
+	"github.com/taugrid/taugrid/controllers/shared"
+	"github.com/taugrid/taugrid/policy"
 )
 
 // runningManager is a controller-runtime manager with TauGrid's

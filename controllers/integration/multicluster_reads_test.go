@@ -38,10 +38,10 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	"sigs.k8s.io/yaml"
 
-	janitor "github.com/taugrid/taugrid/controllers/janitor"
-	sealing "github.com/taugrid/taugrid/controllers/sealing"
-	shared "github.com/taugrid/taugrid/controllers/shared"
-	policy "github.com/taugrid/taugrid/policy"
+	"github.com/taugrid/taugrid/controllers/janitor"
+	"github.com/taugrid/taugrid/controllers/sealing"
+	"github.com/taugrid/taugrid/controllers/shared"
+	"github.com/taugrid/taugrid/policy"
 )
 
 // The worker's copy of the run's Secret: a platform team provisions each

@@ -19,7 +19,7 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	platformctrl "github.com/taugrid/taugrid/controllers/platform"
-	policy "github.com/taugrid/taugrid/policy"
+	"github.com/taugrid/taugrid/policy"
 )
 
 // platformFixture is the example platform repo pushed to the test git server

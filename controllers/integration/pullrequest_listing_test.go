@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	repoctrl "github.com/taugrid/taugrid/controllers/repository"
-	policy "github.com/taugrid/taugrid/policy"
+	"github.com/taugrid/taugrid/policy"
 )
 
 // listingGit counts the ref listings asked for outside a poll.

@@ -9,7 +9,7 @@ import (
 	"github.com/taugrid/taugrid/forge"
 	"github.com/taugrid/taugrid/forge/forgetest"
 
-	forgestatus "github.com/taugrid/taugrid/controllers/forgestatus"
+	"github.com/taugrid/taugrid/controllers/forgestatus"
 )
 
 // A refused run ref gets one failure status on its commit, naming the ref

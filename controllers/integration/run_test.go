@@ -24,8 +24,8 @@ import (
 
 	repoctrl "github.com/taugrid/taugrid/controllers/repository"
 	runctrl "github.com/taugrid/taugrid/controllers/run"
-	sealing "github.com/taugrid/taugrid/controllers/sealing"
-	policy "github.com/taugrid/taugrid/policy"
+	"github.com/taugrid/taugrid/controllers/sealing"
+	"github.com/taugrid/taugrid/policy"
 )
 
 // runFixture is a platform and a research repository registered in a

@@ -19,9 +19,9 @@ import (
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	"sigs.k8s.io/yaml"
 
-	janitor "github.com/taugrid/taugrid/controllers/janitor"
+	"github.com/taugrid/taugrid/controllers/janitor"
 	runctrl "github.com/taugrid/taugrid/controllers/run"
-	shared "github.com/taugrid/taugrid/controllers/shared"
+	"github.com/taugrid/taugrid/controllers/shared"
 )
 
 // renderedPodSpecs are the pod specs of the render package's golden Jobs

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	shared "github.com/taugrid/taugrid/controllers/shared"
+	"github.com/taugrid/taugrid/controllers/shared"
 )
 
 // ReasonStaleHold is the janitor's finding of a worker's Job held for an

@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	shared "github.com/taugrid/taugrid/controllers/shared"
+	"github.com/taugrid/taugrid/controllers/shared"
 )
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=delete

@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	shared "github.com/taugrid/taugrid/controllers/shared"
-	policy "github.com/taugrid/taugrid/policy"
+	"github.com/taugrid/taugrid/controllers/shared"
+	"github.com/taugrid/taugrid/policy"
 )
 
 // Labels and names for what the platform reconciler owns.

@@ -10,7 +10,7 @@ import (
 	"github.com/taugrid/taugrid/render"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	policy "github.com/taugrid/taugrid/policy"
+	"github.com/taugrid/taugrid/policy"
 )
 
 // workerQuota is worker-1's own team-a ClusterQueue: 64 GPUs of its own.

@@ -21,8 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	shared "github.com/taugrid/taugrid/controllers/shared"
-	policy "github.com/taugrid/taugrid/policy"
+	"github.com/taugrid/taugrid/controllers/shared"
+	"github.com/taugrid/taugrid/policy"
 )
 
 // WorkersDir, under kueue/, holds each worker's own Kueue objects:

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	policy "github.com/taugrid/taugrid/policy"
+	"github.com/taugrid/taugrid/policy"
 )
 
 // The table tests of the platform reconciler: its steps on the fake client

@@ -25,8 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	shared "github.com/taugrid/taugrid/controllers/shared"
-	policy "github.com/taugrid/taugrid/policy"
+	"github.com/taugrid/taugrid/controllers/shared"
+	"github.com/taugrid/taugrid/policy"
 )
 
 // ValidateContext is the commit status context of pull request validation.

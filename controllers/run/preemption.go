@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	shared "github.com/taugrid/taugrid/controllers/shared"
+	"github.com/taugrid/taugrid/controllers/shared"
 )
 
 // PreemptionOf is Kueue's preemption of an attempt's Workload, as the

@@ -38,8 +38,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	shared "github.com/taugrid/taugrid/controllers/shared"
-	policy "github.com/taugrid/taugrid/policy"
+	"github.com/taugrid/taugrid/controllers/shared"
+	"github.com/taugrid/taugrid/policy"
 )
 
 // recordSettle is how soon a run is looked at again after a fact was

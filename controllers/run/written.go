@@ -6,7 +6,7 @@ import (
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"k8s.io/apimachinery/pkg/types"
 
-	shared "github.com/taugrid/taugrid/controllers/shared"
+	"github.com/taugrid/taugrid/controllers/shared"
 )
 
 // CacheLag is how soon a run whose cached copy lags this process's own

@@ -67,10 +67,53 @@ func (t Triggers) Validate() error {
 			errs = append(errs, fmt.Errorf("tauFiles[%d]: %q: wildcards only in the file name", i, p))
 		}
 	}
-	if p := t.RunRefPrefix; p != "" && (!strings.HasPrefix(p, "refs/") || !strings.HasSuffix(p, "/")) {
-		errs = append(errs, fmt.Errorf("runRefPrefix: %q must start with refs/ and end with /", p))
+	if err := ValidateRunRefPrefix(t.RunRefPrefix); t.RunRefPrefix != "" && err != nil {
+		errs = append(errs, fmt.Errorf("runRefPrefix: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// ValidateRunRefPrefix accepts a run ref prefix only in a ref namespace
+// that only those who may push to the repository write: refs/tau/ (where
+// `tau run` pushes), or a directory of branches or tags
+// (refs/heads/<dir>/, refs/tags/<dir>/). Forges write other namespaces on
+// behalf of people without push access (refs/pull/ for anyone who opens a
+// pull request, refs/merge-requests/, refs/changes/), and notes, remotes
+// and stashes are not run requests: a prefix there would let a stranger
+// request runs.
+func ValidateRunRefPrefix(p string) error {
+	want := "want refs/tau/<dir>/, refs/heads/<dir>/ or refs/tags/<dir>/ (default " + DefaultRunRefPrefix + ")"
+	if !strings.HasPrefix(p, "refs/") || !strings.HasSuffix(p, "/") {
+		return fmt.Errorf("%q must start with refs/ and end with /: %s", p, want)
+	}
+	parts := strings.Split(strings.TrimSuffix(p, "/"), "/")
+	for _, part := range parts {
+		if !validRefComponent(part) {
+			return fmt.Errorf("%q: %q is not a valid part of a git ref name (no empty parts, no leading dot, no .lock, none of ~^:?*[\\ or spaces): %s", p, part, want)
+		}
+	}
+	switch {
+	case parts[1] == "tau":
+		return nil
+	case (parts[1] == "heads" || parts[1] == "tags") && len(parts) >= 3:
+		return nil
+	case parts[1] == "heads" || parts[1] == "tags":
+		return fmt.Errorf("%q would make every %s a run request: %s", p, map[string]string{"heads": "branch", "tags": "tag"}[parts[1]], want)
+	}
+	return fmt.Errorf("%q is in refs/%s/, which people who cannot push to the repository may write (a forge writes refs/pull/ for anyone who opens a pull request): %s", p, parts[1], want)
+}
+
+// validRefComponent follows git check-ref-format for one path component.
+func validRefComponent(c string) bool {
+	if c == "" || strings.HasPrefix(c, ".") || strings.HasSuffix(c, ".lock") || strings.Contains(c, "..") || strings.Contains(c, "@{") || c == "@" {
+		return false
+	}
+	for _, r := range c {
+		if r < 0x20 || r == 0x7f || strings.ContainsRune(" ~^:?*[\\", r) {
+			return false
+		}
+	}
+	return true
 }
 
 type refKind int

@@ -48,9 +48,14 @@ type Triggers struct {
 	// +optional
 	RunTags []string `json:"runTags,omitempty"`
 
-	// RunRefPrefix is where `tau run` pushes run refs.
+	// RunRefPrefix is where `tau run` pushes run refs: under refs/tau/, or a
+	// directory of branches or tags (refs/heads/<dir>/, refs/tags/<dir>/),
+	// namespaces only those who may push write. Forge-written namespaces
+	// such as refs/pull/ are refused: anyone who opens a pull request
+	// writes there.
 	// +kubebuilder:default="refs/tau/runs/"
 	// +kubebuilder:validation:Pattern=`^refs/.+/$`
+	// +kubebuilder:validation:XValidation:rule="self.startsWith('refs/tau/') || self.matches('^refs/(heads|tags)/[^/]+/')",message="runRefPrefix must be refs/tau/<dir>/, refs/heads/<dir>/ or refs/tags/<dir>/: other ref namespaces (refs/pull/, refs/notes/, ...) may be written by people who cannot push to the repository"
 	// +optional
 	RunRefPrefix string `json:"runRefPrefix,omitempty"`
 

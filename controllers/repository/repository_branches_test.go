@@ -71,6 +71,10 @@ func TestRepositoryReconcileBranches(t *testing.T) {
 			filePolicy{policy: pol}, ReasonNotAllowed, true, true},
 		"invalid triggers": {builders.MakeTauRepository("r", "team-a", allowed).RunTags("run/[").Obj(),
 			filePolicy{policy: pol}, ReasonInvalidTrigger, true, true},
+		// Stored before the CRD refused it: anyone who opens a pull
+		// request writes refs/pull/.
+		"a run ref prefix strangers write": {builders.MakeTauRepository("r", "team-a", allowed).RunRefPrefix("refs/pull/").Obj(),
+			filePolicy{policy: pol}, ReasonInvalidTrigger, true, true},
 		"a missing credentials Secret": {builders.MakeTauRepository("r", "team-a", allowed).CredentialsSecret("gone").Obj(),
 			filePolicy{policy: pol}, ReasonMissingSecret, true, true},
 	}

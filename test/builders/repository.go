@@ -14,6 +14,12 @@ func (b *TauRepositoryBuilder) Branches(patterns ...string) *TauRepositoryBuilde
 	return b
 }
 
+// RunRefPrefix sets where run refs are pushed.
+func (b *TauRepositoryBuilder) RunRefPrefix(prefix string) *TauRepositoryBuilder {
+	b.repo.Spec.Triggers.RunRefPrefix = prefix
+	return b
+}
+
 // WebhookSecret names the Secret holding the webhook token.
 func (b *TauRepositoryBuilder) WebhookSecret(name string) *TauRepositoryBuilder {
 	b.repo.Spec.Webhook = &taugridv1.Webhook{SecretRef: taugridv1.LocalObjectReference{Name: name}}

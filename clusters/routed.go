@@ -13,10 +13,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Routed is the reader of a dispatched run's read side: pods and nodes
-// from the worker its attempt runs on, events from both (the run's,
-// its Job's and its Workload's are the manager's; its pods' are the
-// worker's), everything else (runs, Workloads, Secrets) from the manager.
+// Routed is the reader of a dispatched run's read side: pods, nodes and
+// Secrets from the worker its attempt runs on (its pods read the worker's
+// Secrets, whatever the manager holds under the same names: masking their
+// logs needs those values), events from both (the run's, its Job's and its
+// Workload's are the manager's; its pods' are the worker's), everything
+// else (runs, Workloads) from the manager.
 // Event lists are paged through both clusters, each with its own
 // continue token.
 func Routed(manager, worker client.Reader) client.Reader {
@@ -28,7 +30,7 @@ type routed struct{ manager, worker client.Reader }
 // onWorker reports the kinds whose objects are the worker's alone.
 func onWorker(obj runtime.Object) bool {
 	switch obj.(type) {
-	case *corev1.Pod, *corev1.PodList, *corev1.Node, *corev1.NodeList:
+	case *corev1.Pod, *corev1.PodList, *corev1.Node, *corev1.NodeList, *corev1.Secret, *corev1.SecretList:
 		return true
 	}
 	return false

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +17,7 @@ import (
 	"github.com/taugrid/taugrid/render"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -105,9 +108,15 @@ func Diagnose(ctx context.Context, c client.Reader, logs LogSource, run *taugrid
 		d.Truncated = append(d.Truncated, fmt.Sprintf("pods: %d of %d shown", diagnoseMaxPods, len(pods.Items)))
 		pods.Items = pods.Items[:diagnoseMaxPods]
 	}
-	mask, err := SecretMasker(ctx, c, run.Namespace, pods.Items)
-	if err != nil {
-		return nil, err
+	mask, unmasked := SecretMasker(ctx, c, run.Namespace, pods.Items)
+	if errors.Is(unmasked, ErrUnmasked) {
+		// What the pods wrote may hold a value that cannot be masked:
+		// their log tails and termination messages are withheld, the rest
+		// of the diagnosis is the cluster's own words.
+		d.Truncated = append(d.Truncated, "log tails and termination messages: "+unmasked.Error())
+		mask = evidence.NewMasker()
+	} else if unmasked != nil {
+		return nil, unmasked
 	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
@@ -116,9 +125,12 @@ func Diagnose(ctx context.Context, c client.Reader, logs LogSource, run *taugrid
 		for j := range pd.Containers {
 			if t := pd.Containers[j].State.Terminated; t != nil {
 				t.Message = mask.Mask(t.Message)
+				if unmasked != nil && t.Message != "" {
+					t.Message = "(withheld)"
+				}
 			}
 		}
-		if logs != nil && len(p.Spec.Containers) > 0 {
+		if logs != nil && len(p.Spec.Containers) > 0 && unmasked == nil {
 			pd.LogTail = logTail(ctx, logs, p, mask)
 		}
 		d.Pods = append(d.Pods, pd)
@@ -227,18 +239,24 @@ func logTail(ctx context.Context, logs LogSource, p *corev1.Pod, mask *evidence.
 
 // SecretMasker masks the values of every Secret key the pods read, through
 // env, envFrom or volumes, and token-looking strings, so a researcher's
-// token echoed to the log never leaves the cluster. Secrets that cannot be
-// read are skipped: their values cannot reach the pod either.
+// token echoed to the log never leaves the cluster. c reads the Secrets of
+// the cluster the pods run on (clusters.Routed for a worker's). A Secret
+// that does not exist is skipped (its values cannot reach the pod); one
+// that cannot be read is an error: its values could be in the log and
+// could not be masked, so nothing of the log may be shown.
 func SecretMasker(ctx context.Context, c client.Reader, ns string, pods []corev1.Pod) (*evidence.Masker, error) {
 	names := map[string]bool{}
 	for i := range pods {
 		SecretNames(&pods[i].Spec, names)
 	}
 	var values []string
-	for name := range names {
+	for _, name := range slices.Sorted(maps.Keys(names)) {
 		s := &corev1.Secret{}
-		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); err != nil {
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); apierrors.IsNotFound(err) {
 			continue
+		} else if err != nil {
+			return nil, fmt.Errorf("%w: Secret %s, which the run's pods read, cannot be read to mask its values (%s)",
+				ErrUnmasked, name, apierrors.ReasonForError(err))
 		}
 		for _, v := range s.Data {
 			values = append(values, string(v))
@@ -249,6 +267,10 @@ func SecretMasker(ctx context.Context, c client.Reader, ns string, pods []corev1
 	}
 	return evidence.NewMasker(values...), nil
 }
+
+// ErrUnmasked: a Secret the pods read could not be read, so their logs
+// cannot be masked and are withheld.
+var ErrUnmasked = errors.New("the log is withheld")
 
 // SecretEnvValues are the literal values of variables whose names say they
 // hold a credential (WANDB_API_KEY: "..." written into the pod spec rather

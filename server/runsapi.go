@@ -312,14 +312,20 @@ func (a *RunsAPI) logs(w http.ResponseWriter, r *http.Request, ns string) {
 		}
 		defer release()
 	}
-	mask, err := runs.SecretMasker(r.Context(), a.reader(), ns, []corev1.Pod{*pod})
-	if err != nil {
-		a.failed(w, r, http.StatusInternalServerError, "reading the run's secrets failed", err)
-		return
-	}
-	_, logs, err := a.runReader(r.Context(), run, a.reader())
+	// The pod reads the Secrets of the cluster it runs on: a worker's for
+	// a dispatched run, and those are the values to mask.
+	rd, logs, err := a.runReader(r.Context(), run, a.reader())
 	if err != nil {
 		a.failed(w, r, http.StatusBadGateway, "the run's cluster is not reachable", err)
+		return
+	}
+	mask, err := runs.SecretMasker(r.Context(), rd, ns, []corev1.Pod{*pod})
+	if errors.Is(err, runs.ErrUnmasked) {
+		a.failed(w, r, http.StatusForbidden, err.Error()+"; ask your platform team to let TauGrid read it", err)
+		return
+	}
+	if err != nil {
+		a.failed(w, r, http.StatusInternalServerError, "reading the run's secrets failed", err)
 		return
 	}
 	rc, err := logs.Logs(r.Context(), ns, pod.Name, opts)

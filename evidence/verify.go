@@ -18,6 +18,11 @@ type RenderInputs struct {
 	Overrides map[string]string `json:"overrides,omitempty"`
 	Tenant    string            `json:"tenant"`
 	Run       render.Run        `json:"run"`
+	// PolicyDigest is the digest of the whole policy at the commit the
+	// attempt was rendered under; the bundle holds only the part that
+	// applied to the tenant (render.Policy.AppliedTo), whose own digest
+	// differs. Empty in bundles that hold the whole policy.
+	PolicyDigest string `json:"policy_digest,omitempty"`
 }
 
 // Rerender renders an attempt from its inputs, as the controller did when
@@ -34,6 +39,9 @@ func Rerender(in RenderInputs, tauFile []byte, policy map[string][]byte) ([]byte
 	pol, err := render.LoadPolicy(fsys)
 	if err != nil {
 		return nil, err
+	}
+	if in.PolicyDigest != "" {
+		pol.Digest = in.PolicyDigest // rendered into the manifests: the whole policy's
 	}
 	objs, err := render.RenderConfig(rc, pol, in.Tenant, in.Run)
 	if err != nil {

@@ -194,13 +194,16 @@ func (e *EvidenceRecorder) collectInputs(ctx context.Context, c *Collection) err
 		c.note("reading the policy at %s: %v", commit, err)
 		return nil
 	}
-	in, err := e.renderInputs(c, file, data, policy, commit)
+	in, applied, err := e.renderInputs(c, file, data, policy, commit)
 	if err != nil {
 		c.note("rendering attempt %d again: %v", c.Attempt, err)
 		return nil
 	}
 	c.bundle.Add(evidence.PrefixTauFile+file, evidence.MediaYAML, data)
-	for name, d := range policy {
+	// Only the part of the policy that applied to the run: the bundle is
+	// the team's, and the rest of the policy is other teams'. The policy
+	// commit and digest name the whole.
+	for name, d := range applied {
 		c.bundle.Add(evidence.PrefixPolicy+name, evidence.MediaYAML, d)
 	}
 	return c.bundle.AddJSON(evidence.ArtifactRenderInputs, in)
@@ -209,38 +212,44 @@ func (e *EvidenceRecorder) collectInputs(ctx context.Context, c *Collection) err
 // renderInputs rebuilds what the run reconciler's plan gave attempt n:
 // the same meta (avoided nodes and retry reason from the attempts before
 // it, the checkpoint it resumed from, the source it fetched).
-func (e *EvidenceRecorder) renderInputs(c *Collection, file string, data []byte, policy map[string][]byte, commit string) (*evidence.RenderInputs, error) {
+// It returns the part of the policy that applied to the run's tenant, as
+// policy files.
+func (e *EvidenceRecorder) renderInputs(c *Collection, file string, data []byte, policy map[string][]byte, commit string) (*evidence.RenderInputs, map[string][]byte, error) {
 	run := c.Run
 	rc, err := render.LoadConfigWithOverrides(file, data, run.Spec.Trigger.Overrides)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	pol, err := render.LoadPolicy(mapFS(policy))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	tenant := pol.TenantForNamespace(run.Namespace)
 	if tenant == nil {
-		return nil, fmt.Errorf("namespace %s is no tenant's in the policy at %s", run.Namespace, commit)
+		return nil, nil, fmt.Errorf("namespace %s is no tenant's in the policy at %s", run.Namespace, commit)
+	}
+	applied, err := pol.AppliedTo(tenant.Name)
+	if err != nil {
+		return nil, nil, err
 	}
 	meta := shared.AttemptRun(run, c.Attempt, commit)
 	if e.Sources != nil {
 		meta.Source = e.Sources.SourceLocation(run)
 	}
-	in := &evidence.RenderInputs{TauFile: file, Overrides: run.Spec.Trigger.Overrides, Tenant: tenant.Name, Run: meta}
+	in := &evidence.RenderInputs{TauFile: file, Overrides: run.Spec.Trigger.Overrides, Tenant: tenant.Name, Run: meta, PolicyDigest: pol.Digest}
 	objs, err := render.RenderConfig(rc, pol, tenant.Name, meta)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	manifests, err := render.Marshal(objs, render.FormatYAML)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c.objs = objs
 	c.bundle.Add(evidence.ArtifactManifests, evidence.MediaYAML, manifests)
 	c.Rec.Checkpoints = checkpointsOf(objs, rc, meta)
 	c.Rec.Metrics = &evidence.Metrics{File: envOf(objs, "TAU_OUTPUT_DIR") + "/metrics.jsonl"}
-	return in, nil
+	return in, applied, nil
 }
 
 func checkpointsOf(objs []client.Object, rc *render.RunConfig, meta render.Run) evidence.Checkpoints {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/netip"
 	"path"
 	"strings"
 	"time"
@@ -63,26 +64,46 @@ type WebhookOptions struct {
 	Deliveries int
 	// DeliveryTTL is how long one is remembered. Default 1 hour.
 	DeliveryTTL time.Duration
-	// ClientRefusals and ClientBurst limit the refused requests (404, 401,
-	// 400) per client: past the burst, a client is answered 429 before
-	// any lookup until it earns budget back at ClientRefusals per second.
-	// Defaults DefaultClientRefusals and DefaultClientBurst.
+	// ClientRefusals and ClientBurst limit the refused requests: past the
+	// burst, a client is answered 429 instead of 404 (an unknown receiver)
+	// and, separately for each receiver, instead of 401 or 400 (a wrong
+	// signature, an unreadable body), until it earns budget back at
+	// ClientRefusals per second. A delivery the receiver's secret verifies
+	// is never limited. Defaults DefaultClientRefusals and
+	// DefaultClientBurst.
 	ClientRefusals rate.Limit
 	ClientBurst    int
-	// ClientKey names the client of a request. Default RemoteClient.
+	// TrustedProxies are the proxies (an Ingress controller's pods, a load
+	// balancer) whose X-Forwarded-For names the client: for a connection
+	// from one of them, the client is the address nearest the end of that
+	// header that is not itself a trusted proxy. Any other connection's
+	// X-Forwarded-For is ignored, as anyone can write one.
+	TrustedProxies []netip.Prefix
+	// ClientKey names the client of a request. Default: the connection's
+	// address, or the forwarded one from TrustedProxies (ClientAddress).
 	ClientKey func(*http.Request) string
+	// ReceiverTTL is how long a receiver looked up is kept, so that
+	// requests at a known receiver, verified or not, cost its Secret one
+	// read per TTL. Default 10 seconds.
+	ReceiverTTL time.Duration
 }
 
 // WebhookHandler turns signed push and tag events from GitHub, GitLab and
 // Gitea/Forgejo into nudges. It answers:
 //
 //	202 a nudge was recorded, 200 a ping, a redelivery or an event that
-//	    changes no refs, 400 a signed body that does not parse,
-//	401 a missing or wrong signature, 404 an unknown receiver,
-//	405 not a POST, 413 a body over 3 MiB, 429 a client past its budget
-//	of refused requests, 503 the nudge failed.
+//	    changes no refs, 400 a signed body that does not parse or a body
+//	    that cannot be read, 401 a missing or wrong signature, 404 an
+//	    unknown receiver, 405 not a POST, 413 a body over 3 MiB, 429 a
+//	    client past its budget of refused requests (per receiver for 401
+//	    and 400), 503 the nudge failed.
+//
+// Behind an Ingress every request may come from one address; strangers'
+// refused requests then spend a budget the forge shares, but never block
+// it: a delivery whose signature verifies is served whatever its client
+// spent.
 type WebhookHandler struct {
-	receivers  Receivers
+	receivers  *receiverCache
 	nudger     Nudger
 	log        logr.Logger
 	deliveries *deliveries
@@ -108,10 +129,14 @@ func NewWebhookHandler(rs Receivers, n Nudger, opts WebhookOptions) *WebhookHand
 	if opts.ClientBurst <= 0 {
 		opts.ClientBurst = DefaultClientBurst
 	}
-	if opts.ClientKey == nil {
-		opts.ClientKey = RemoteClient
+	if opts.ReceiverTTL <= 0 {
+		opts.ReceiverTTL = DefaultReceiverTTL
 	}
-	return &WebhookHandler{receivers: rs, nudger: n, log: opts.Log,
+	if opts.ClientKey == nil {
+		proxies := opts.TrustedProxies
+		opts.ClientKey = func(r *http.Request) string { return ClientAddress(r, proxies) }
+	}
+	return &WebhookHandler{receivers: newReceiverCache(rs, opts.ReceiverTTL, opts.Clock), nudger: n, log: opts.Log,
 		deliveries: newDeliveries(opts.Deliveries, opts.DeliveryTTL, opts.Clock),
 		limits:     newClientLimits(opts.ClientRefusals, opts.ClientBurst, opts.Clock), clientKey: opts.ClientKey}
 }
@@ -130,36 +155,19 @@ func NewWebhookServer(addr string, h http.Handler) *http.Server {
 	}
 }
 
-// ServeHTTP implements http.Handler.
+// ServeHTTP implements http.Handler. The receiver is looked up before the
+// body is read, so a stranger guessing IDs costs a cache lookup, not 3 MiB.
 func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	client := h.clientKey(r)
-	if h.limits.spent(client) {
-		w.Header().Set("Retry-After", "1")
-		reply(w, http.StatusTooManyRequests, "too many refused requests; try again later")
-		return
-	}
-	sw := &statusWriter{ResponseWriter: w}
-	h.handle(sw, r)
-	if refusal(sw.status) {
-		h.limits.refused(client)
-	}
-}
-
-func (h *WebhookHandler) handle(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		reply(w, http.StatusMethodNotAllowed, "POST only")
 		return
 	}
+	client := h.clientKey(r)
 	id := path.Base(r.URL.Path)
-	body, status := readBody(w, r)
-	if status != 0 {
-		reply(w, status, http.StatusText(status))
-		return
-	}
 	rcv, err := h.receivers.Receiver(r.Context(), id)
 	if errors.Is(err, ErrNotFound) || (err == nil && id == "") {
-		reply(w, http.StatusNotFound, "not found")
+		h.refuse(w, client, http.StatusNotFound, "not found")
 		return
 	}
 	if err != nil {
@@ -167,16 +175,40 @@ func (h *WebhookHandler) handle(w http.ResponseWriter, r *http.Request) {
 		reply(w, http.StatusServiceUnavailable, "try again later")
 		return
 	}
+	// Refusals at a known receiver spend a budget of that receiver's for
+	// the client: one receiver's strangers never limit another's forge.
+	perReceiver := id + "\x00" + client
+	body, status := readBody(w, r)
+	switch {
+	case status == http.StatusBadRequest:
+		h.refuse(w, perReceiver, status, http.StatusText(status))
+		return
+	case status != 0:
+		reply(w, status, http.StatusText(status))
+		return
+	}
+	if !authentic(rcv, r.Header, body) {
+		h.log.Info("refused a webhook with a missing or wrong signature", "forge", rcv.Forge, "repository", redactURL(rcv.RepoURL))
+		h.refuse(w, perReceiver, http.StatusUnauthorized, "missing or wrong signature")
+		return
+	}
 	h.serve(w, r, id, rcv, body)
+}
+
+// refuse answers status, or 429 when key has spent its refusals, and
+// charges key one.
+func (h *WebhookHandler) refuse(w http.ResponseWriter, key string, status int, msg string) {
+	if h.limits.spent(key) {
+		w.Header().Set("Retry-After", "1")
+		reply(w, http.StatusTooManyRequests, "too many refused requests; try again later")
+		return
+	}
+	h.limits.refused(key)
+	reply(w, status, msg)
 }
 
 func (h *WebhookHandler) serve(w http.ResponseWriter, r *http.Request, id string, rcv Receiver, body []byte) {
 	log := h.log.WithValues("forge", rcv.Forge, "repository", redactURL(rcv.RepoURL))
-	if !authentic(rcv, r.Header, body) {
-		log.Info("refused a webhook with a missing or wrong signature")
-		reply(w, http.StatusUnauthorized, "missing or wrong signature")
-		return
-	}
 	event := eventName(rcv.Forge, r.Header)
 	ev, handled, err := ParseWebhook(rcv.Forge, event, body)
 	switch {

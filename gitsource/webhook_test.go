@@ -403,37 +403,21 @@ func (c *countingReceivers) Receiver(ctx context.Context, id string) (Receiver, 
 	return c.receivers.Receiver(ctx, id)
 }
 
-// A client that keeps getting refused is answered 429 before any lookup,
-// until it earns budget back; other clients and real deliveries go on.
+// A client that keeps getting refused is answered 429 until it earns
+// budget back; an unknown receiver costs a look-up, never a body read;
+// other clients and real deliveries go on.
 func TestWebhookHandlerLimitsRefusedRequestsPerClient(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	rs := &countingReceivers{receivers: receivers{"gh": {Forge: ForgeGitHub, RepoURL: "https://github.com/org/app.git", Secret: []byte(hookSecret)}}}
 	n := &nudges{}
 	h := NewWebhookHandler(rs, n, WebhookOptions{Clock: clk, ClientRefusals: 1, ClientBurst: 5})
-	from := func(addr string, d hookRequest) int {
-		req := httptest.NewRequest(http.MethodPost, "/hooks/"+d.id, strings.NewReader(d.body))
-		req.RemoteAddr = addr
-		for k, v := range d.header {
-			req.Header.Set(k, v)
-		}
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		return rec.Code
-	}
+	from := func(addr string, d hookRequest) int { return sendFrom(h, addr, nil, d) }
 	codes := map[int]int{}
 	for i := range 100 {
 		codes[from("203.0.113.7:4000", hookRequest{id: fmt.Sprintf("guess-%d", i), body: "{}"})]++
 	}
 	if diff := cmp.Diff(map[int]int{404: 5, 429: 95}, codes); diff != "" {
 		t.Errorf("answers to 100 guesses (-want +got):\n%s", diff)
-	}
-	if rs.n != 5 {
-		t.Errorf("100 guesses made %d lookups, want 5 (the burst)", rs.n)
-	}
-	forged := githubDelivery("push", githubPush, "f-1")
-	forged.header["X-Hub-Signature-256"] = "sha256=" + strings.Repeat("0", 64)
-	if got := from("203.0.113.7:4001", forged); got != 429 {
-		t.Errorf("a spent client with a forged signature got %d, want 429", got)
 	}
 	if got := from("198.51.100.1:5000", githubDelivery("push", githubPush, "d-1")); got != 202 {
 		t.Errorf("the forge's delivery from another address got %d, want 202", got)
@@ -451,4 +435,109 @@ func TestWebhookHandlerLimitsRefusedRequestsPerClient(t *testing.T) {
 		}
 		clk.Step(time.Millisecond)
 	}
+	if rs.n > 100+2+1+1 {
+		t.Errorf("%d look-ups: the known receiver should be looked up once per TTL", rs.n)
+	}
+}
+
+// From the attacker's side, behind an Ingress: every request reaches the
+// controller from the Ingress's address, the stranger's and the forge's
+// alike. The stranger's guesses and forgeries spend budgets, and are
+// answered 429, but the forge's deliveries, which the receiver's secret
+// verifies, are served all the same; and forgeries at one receiver never
+// limit another's.
+func TestAStrangersRefusedRequestsNeverBlockTheForgeBehindOneIngress(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	rs := &countingReceivers{receivers: receivers{
+		"gh":    {Forge: ForgeGitHub, RepoURL: "https://github.com/org/app.git", Secret: []byte(hookSecret)},
+		"other": {Forge: ForgeGitHub, RepoURL: "https://github.com/org/other.git", Secret: []byte("another-secret")},
+	}}
+	h := NewWebhookHandler(rs, &nudges{}, WebhookOptions{Clock: clk, ClientRefusals: 1, ClientBurst: 5})
+	const ingress = "10.0.0.5:40000"
+	for i := range 50 {
+		sendFrom(h, ingress, nil, hookRequest{id: fmt.Sprintf("guess-%d", i), body: "{}"})
+		forged := githubDelivery("push", githubPush, fmt.Sprintf("f-%d", i))
+		forged.header["X-Hub-Signature-256"] = "sha256=" + strings.Repeat("0", 64)
+		sendFrom(h, ingress, nil, forged)
+	}
+	forged := githubDelivery("push", githubPush, "f-last")
+	forged.header["X-Hub-Signature-256"] = "sha256=" + strings.Repeat("0", 64)
+	if got := sendFrom(h, ingress, nil, forged); got != 429 {
+		t.Errorf("the stranger's next forgery got %d, want 429", got)
+	}
+	for i := range 5 {
+		if got := sendFrom(h, ingress, nil, githubDelivery("push", githubPush, fmt.Sprintf("real-%d", i))); got != 202 {
+			t.Fatalf("the forge's delivery %d through the same Ingress got %d, want 202", i, got)
+		}
+	}
+	other := hookRequest{id: "other", body: githubPush, header: map[string]string{"X-GitHub-Event": "push", "X-GitHub-Delivery": "o-1",
+		"X-Hub-Signature-256": "sha256=" + strings.Repeat("1", 64)}}
+	if got := sendFrom(h, ingress, nil, other); got != 401 {
+		t.Errorf("a wrong signature at another receiver got %d, want 401: its budget is its own", got)
+	}
+}
+
+// X-Forwarded-For names the client only when the connection comes from a
+// proxy the platform trusts: from anywhere else it is the sender's own
+// words and is ignored, so a stranger cannot pass as the forge's address,
+// nor spend another client's budget by naming it.
+func TestTheClientIsForwardedOnlyByTrustedProxies(t *testing.T) {
+	trusted, err := ParseTrustedProxies("10.0.0.0/8, 192.168.1.7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		remote, xff, want string
+	}{
+		"no proxy":                           {"203.0.113.7:4000", "", "203.0.113.7"},
+		"an untrusted peer's header ignored": {"203.0.113.7:4000", "198.51.100.1", "203.0.113.7"},
+		"a trusted proxy's client":           {"10.0.0.5:4000", "198.51.100.1", "198.51.100.1"},
+		"the hop before the trusted chain":   {"10.0.0.5:4000", "6.6.6.6, 198.51.100.1, 192.168.1.7", "198.51.100.1"},
+		"all hops trusted":                   {"10.0.0.5:4000", "10.1.1.1", "10.0.0.5"},
+		"a hop that is not an address":       {"10.0.0.5:4000", "evil, garbage", "10.0.0.5"},
+		"a trusted proxy without the header": {"10.0.0.5:4000", "", "10.0.0.5"},
+		"an IPv4-mapped IPv6 proxy":          {"[::ffff:10.0.0.5]:4000", "198.51.100.1", "198.51.100.1"},
+	}
+	for name, tc := range cases {
+		r := httptest.NewRequest(http.MethodPost, "/hooks/x", nil)
+		r.RemoteAddr = tc.remote
+		if tc.xff != "" {
+			r.Header.Set("X-Forwarded-For", tc.xff)
+		}
+		if got := ClientAddress(r, trusted); got != tc.want {
+			t.Errorf("%s: client %q, want %q", name, got, tc.want)
+		}
+	}
+	for _, bad := range []string{"10.0.0.0/33", "ingress", "10.0.0.1-10.0.0.9"} {
+		if _, err := ParseTrustedProxies(bad); err == nil || !strings.Contains(err.Error(), "CIDR") {
+			t.Errorf("ParseTrustedProxies(%q) = %v, want an error saying what is expected", bad, err)
+		}
+	}
+
+	// A stranger who reaches the controller directly cannot spend the
+	// budget of the forge's address by writing it in X-Forwarded-For.
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	h := NewWebhookHandler(receivers{}, &nudges{}, WebhookOptions{Clock: clk, ClientRefusals: 1, ClientBurst: 2, TrustedProxies: trusted})
+	for i := range 10 {
+		sendFrom(h, "203.0.113.7:4000", map[string]string{"X-Forwarded-For": "198.51.100.1"}, hookRequest{id: fmt.Sprintf("g-%d", i), body: "{}"})
+	}
+	if got := sendFrom(h, "10.0.0.5:4000", map[string]string{"X-Forwarded-For": "198.51.100.1"}, hookRequest{id: "g", body: "{}"}); got != 404 {
+		t.Errorf("the forge's address through the trusted Ingress got %d, want 404: its budget is untouched", got)
+	}
+}
+
+// sendFrom sends d to h from addr with the extra headers, returning the
+// status.
+func sendFrom(h http.Handler, addr string, extra map[string]string, d hookRequest) int {
+	req := httptest.NewRequest(http.MethodPost, "/hooks/"+d.id, strings.NewReader(d.body))
+	req.RemoteAddr = addr
+	for k, v := range d.header {
+		req.Header.Set(k, v)
+	}
+	for k, v := range extra {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	return rec.Code
 }

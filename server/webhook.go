@@ -38,9 +38,10 @@ func WebhookPathOf(o client.Object) []string {
 // the receiver path each repository publishes in status.webhookPath,
 // looked up in the manager's cache (IndexWebhookPath). An ID no repository
 // publishes is answered from the cache alone: strangers cost no Secret
-// read. A published ID costs one Secret read (the HMAC key), and is
-// refused if the Secret no longer gives that ID (rotated since the last
-// poll). The webhook handler's per-client limit bounds the rest.
+// read. A published ID costs one Secret read (the HMAC key; the webhook
+// handler keeps a receiver found for 10 seconds), and is refused if the
+// Secret no longer gives that ID (rotated since the last poll). The
+// handler's limits on refused requests bound the rest.
 type WebhookReceivers struct {
 	// Client lists TauRepositories from a cache indexed by
 	// IndexWebhookPath and reads Secrets from the API server.

@@ -50,6 +50,7 @@ import (
 type options struct {
 	metricsAddr, probeAddr, webhookAddr, sourceAddr, apiAddr string
 	pprofAddr                                                string
+	webhookTrustedProxies                                    string
 	leaderElect                                              bool
 	qps                                                      float64
 	burst                                                    int
@@ -74,6 +75,7 @@ func main() {
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics address; 0 disables")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "liveness and readiness probe address")
 	flag.StringVar(&o.webhookAddr, "webhook-bind-address", ":9292", "git forge webhook receiver address (/hooks/<id>)")
+	flag.StringVar(&o.webhookTrustedProxies, "webhook-trusted-proxies", "", "comma-separated CIDRs of the proxies in front of the webhook receiver (an Ingress controller's pods) whose X-Forwarded-For names the client; others' is ignored")
 	flag.StringVar(&o.sourceAddr, "source-bind-address", ":9090", "source archive server address (/source/...)")
 	flag.StringVar(&o.apiAddr, "api-bind-address", ":8082", "researchers' read-only runs API (/api/v1/...), authenticated by tenant tokens; 0 disables")
 	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Go profiling endpoints (/debug/pprof/), e.g. 127.0.0.1:6060; 0 disables. Never expose it beyond loopback")
@@ -123,6 +125,9 @@ func validate(o options) error {
 	}
 	if !(o.forgeRate > 0) || math.IsInf(o.forgeRate, 0) {
 		return fmt.Errorf("--forge-rate=%g: want a number of posts a second above 0", o.forgeRate)
+	}
+	if _, err := gitsource.ParseTrustedProxies(o.webhookTrustedProxies); err != nil {
+		return fmt.Errorf("--webhook-trusted-proxies: %w", err)
 	}
 	if o.memoryLimitRatio < 0 || o.memoryLimitRatio > 1 {
 		return fmt.Errorf("--memory-limit-ratio=%g: want a fraction between 0 (off) and 1", o.memoryLimitRatio)
@@ -332,10 +337,14 @@ func setupServers(mgr manager.Manager, sources *server.Sources, clientset kubern
 		return err
 	}
 	nudger := &server.AnnotationNudger{Client: c, Clock: clock.RealClock{}}
+	proxies, err := gitsource.ParseTrustedProxies(o.webhookTrustedProxies)
+	if err != nil {
+		return err
+	}
 	hooks := http.NewServeMux()
 	hooks.Handle("POST "+taugridv1.WebhookPathPrefix+"{id}", webhookMetrics.Wrap(gitsource.NewWebhookHandler(
 		&server.WebhookReceivers{Client: c, Forge: gitsource.ForgeGitHub}, nudger,
-		gitsource.WebhookOptions{Log: ctrl.Log.WithName("webhook")})))
+		gitsource.WebhookOptions{Log: ctrl.Log.WithName("webhook"), TrustedProxies: proxies})))
 	servers := []*http.Server{
 		gitsource.NewWebhookServer(o.webhookAddr, hooks),
 		server.NewServer(o.sourceAddr, sources), // archives stream: each write has its own deadline

@@ -61,7 +61,7 @@ evidence:
     type: s3
     s3: {endpoint: "https://s3.example.com", bucket: tau-evidence, region: eu-west-1, existingSecret: evidence-s3}
 platform: {create: true, url: "https://git.example.com/platform.git", ref: v3, path: policy, existingSecret: platform-git}
-ingress: {enabled: true, className: nginx, host: tau.example.com, tls: {secretName: tau-tls}, annotations: {example.com/x: "y"}}
+ingress: {enabled: true, className: nginx, host: tau.example.com, tls: {secretName: tau-tls}, annotations: {example.com/x: "y"}, trustedProxies: [10.0.0.0/8, "fd00::/8"]}
 networkPolicy: {webhookFrom: [{ipBlock: {cidr: 140.82.112.0/20}}]}
 metrics:
   serviceMonitor: {enabled: true, interval: 15s, labels: {release: prometheus}}
@@ -295,6 +295,7 @@ func TestOptionsRenderWhatTheySay(t *testing.T) {
 		"workers":      arg(c.Args, "--run-workers") + "," + arg(c.Args, "--repository-workers") + "," + arg(c.Args, "--forge-workers"),
 		"memory ratio": arg(c.Args, "--memory-limit-ratio"),
 		"forge pace":   arg(c.Args, "--forge-rate") + "," + arg(c.Args, "--forge-burst"),
+		"proxies":      arg(c.Args, "--webhook-trusted-proxies"),
 		"ingress":      kindNames(r, "Ingress"),
 		"monitors":     kindNames(r, "ServiceMonitor"),
 		"rules":        kindNames(r, "PrometheusRule"),
@@ -307,7 +308,7 @@ func TestOptionsRenderWhatTheySay(t *testing.T) {
 		"image":       "ghcr.io/taugrid/tau-controller@sha256:" + strings.Repeat("a", 64),
 		"fetch-image": "ghcr.io/taugrid/tau:v0.2.0", "evidence": ":8090", "cache": "pvc:tau-controller-cache",
 		"s3 secret": "evidence-s3/secret-access-key", "log level": "debug", "multikueue": "kueue-system",
-		"workers": "64,24,12", "memory ratio": "0.8", "forge pace": "4,40",
+		"workers": "64,24,12", "memory ratio": "0.8", "forge pace": "4,40", "proxies": "10.0.0.0/8,fd00::/8",
 		"ingress": "tau-controller", "monitors": "tau-controller,tau-nodeagent", "rules": "taugrid",
 		"dashboards": "taugrid-dashboard-gpu-health,taugrid-dashboard-gpu-utilization,taugrid-dashboard-kueue,taugrid-dashboard-queues,taugrid-dashboard-ray,taugrid-dashboard-runs",
 		"platform":   "platform", "pvcs": "tau-controller-cache", "agent driver": "ghcr.io/taugrid/tau-nodeagent:v0.1.1",

@@ -25,8 +25,11 @@ const MaxWebhookBody = 3 << 20
 // Receiver is one repository's webhook endpoint.
 type Receiver struct {
 	Forge Forge
-	// RepoURL is the repository to nudge: the TauRepository's URL.
+	// RepoURL is the repository's URL, for the logs.
 	RepoURL string
+	// Namespace and Name are the TauRepository to nudge: this receiver's
+	// own, never another with the same URL (another team's, say).
+	Namespace, Name string
 	// Secret is the webhook secret configured on the forge. A receiver
 	// without one refuses every request.
 	Secret []byte
@@ -43,7 +46,7 @@ type Receivers interface {
 // it by patching an annotation on the TauRepository, so the request
 // survives a restart.
 type Nudger interface {
-	Nudge(ctx context.Context, repoURL string) error
+	Nudge(ctx context.Context, rcv Receiver) error
 }
 
 // WebhookID is the path element a repository's receiver is served at:
@@ -229,7 +232,7 @@ func (h *WebhookHandler) serve(w http.ResponseWriter, r *http.Request, id string
 		reply(w, http.StatusOK, "duplicate delivery")
 		return
 	}
-	if err := h.nudger.Nudge(r.Context(), rcv.RepoURL); err != nil {
+	if err := h.nudger.Nudge(r.Context(), rcv); err != nil {
 		h.deliveries.abort(key)
 		log.Error(err, "recording a webhook nudge failed", "ref", ev.Ref)
 		reply(w, http.StatusServiceUnavailable, "try again later")

@@ -38,13 +38,13 @@ type nudges struct {
 	fail error
 }
 
-func (n *nudges) Nudge(_ context.Context, url string) error {
+func (n *nudges) Nudge(_ context.Context, rcv Receiver) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.fail != nil {
 		return n.fail
 	}
-	n.urls = append(n.urls, url)
+	n.urls = append(n.urls, rcv.RepoURL)
 	return nil
 }
 

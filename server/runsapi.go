@@ -96,9 +96,10 @@ func (t *Tokens) load(ctx context.Context) ([]apiToken, error) {
 	return tokens, nil
 }
 
-// RepositoryNudger asks for an immediate poll of a repository URL.
+// RepositoryNudger asks for an immediate poll of one repository, unless it
+// was asked less than spacing ago.
 type RepositoryNudger interface {
-	Nudge(ctx context.Context, repoURL string) error
+	NudgeRepository(ctx context.Context, namespace, name string, spacing time.Duration) (bool, error)
 }
 
 // RunsAPI is the controller's HTTP API for researchers, who need no
@@ -373,15 +374,22 @@ func (a *RunsAPI) nudge(w http.ResponseWriter, r *http.Request, ns string) {
 		a.failed(w, r, http.StatusInternalServerError, "listing repositories failed", err)
 		return
 	}
+	// A token's nudges cost each of its repositories at most one poll per
+	// interval: more pushes in between are seen by that poll or the next.
+	found := false
 	for _, repo := range repos.Items {
-		if SameRepository(repo.Spec.URL, body.Repository) {
-			if err := a.Nudger.Nudge(r.Context(), repo.Spec.URL); err != nil {
-				a.failed(w, r, http.StatusInternalServerError, "nudging failed", err)
-				return
-			}
-			w.WriteHeader(http.StatusAccepted)
+		if !SameRepository(repo.Spec.URL, body.Repository) {
+			continue
+		}
+		found = true
+		if _, err := a.Nudger.NudgeRepository(r.Context(), repo.Namespace, repo.Name, repo.Spec.Interval.Duration); err != nil {
+			a.failed(w, r, http.StatusInternalServerError, "nudging failed", err)
 			return
 		}
+	}
+	if found {
+		w.WriteHeader(http.StatusAccepted)
+		return
 	}
 	apiError(w, http.StatusNotFound, fmt.Sprintf("namespace %s has no TauRepository for %s", ns, body.Repository))
 }

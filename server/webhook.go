@@ -102,34 +102,43 @@ func (w *WebhookReceivers) receiver(repo *taugridv1.TauRepository, secret []byte
 	if repo.Spec.Forge != nil {
 		forge = gitsource.Forge(repo.Spec.Forge.Type)
 	}
-	return gitsource.Receiver{Forge: forge, RepoURL: repo.Spec.URL, Secret: secret}
+	return gitsource.Receiver{Forge: forge, RepoURL: repo.Spec.URL, Namespace: repo.Namespace, Name: repo.Name, Secret: secret}
 }
 
-// AnnotationNudger records a nudge as an annotation on every TauRepository
-// of a URL: the request survives a controller restart, and the repository
-// reconciler polls when the annotation changes.
+// AnnotationNudger records a nudge as an annotation on one TauRepository:
+// the request survives a controller restart, and the repository
+// reconciler polls when the annotation changes. A nudge names the
+// repository it is for (a webhook's receiver, a tenant's own repository),
+// never a URL: another team's repository of the same URL is polled on its
+// own schedule and its own credentials, whoever pushes.
 type AnnotationNudger struct {
 	Client client.Client
 	Clock  clock.PassiveClock
 }
 
-// Nudge implements gitsource.Nudger.
-func (n *AnnotationNudger) Nudge(ctx context.Context, repoURL string) error {
-	var repos taugridv1.TauRepositoryList
-	if err := n.Client.List(ctx, &repos, client.MatchingFields{IndexRepositoryURL: repoURL}); err != nil {
-		return err
+// Nudge implements gitsource.Nudger: the receiver's repository is polled.
+func (n *AnnotationNudger) Nudge(ctx context.Context, rcv gitsource.Receiver) error {
+	_, err := n.NudgeRepository(ctx, rcv.Namespace, rcv.Name, 0)
+	return err
+}
+
+// NudgeRepository asks for one repository to be polled now, unless it was
+// nudged less than spacing ago: then the poll that nudge asked for, or the
+// next one at the repository's interval, sees what this one would, and
+// nothing is written (nudged false).
+func (n *AnnotationNudger) NudgeRepository(ctx context.Context, namespace, name string, spacing time.Duration) (nudged bool, err error) {
+	repo := &taugridv1.TauRepository{}
+	if err := n.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, repo); err != nil {
+		return false, client.IgnoreNotFound(err)
 	}
-	stamp := n.Clock.Now().UTC().Format(time.RFC3339Nano)
-	for i := range repos.Items {
-		repo := &repos.Items[i]
-		patch := client.MergeFrom(repo.DeepCopy())
-		if repo.Annotations == nil {
-			repo.Annotations = map[string]string{}
-		}
-		repo.Annotations[taugridv1.AnnotationNudge] = stamp
-		if err := n.Client.Patch(ctx, repo, patch); client.IgnoreNotFound(err) != nil {
-			return err
-		}
+	now := n.Clock.Now().UTC()
+	if last, err := time.Parse(time.RFC3339Nano, repo.Annotations[taugridv1.AnnotationNudge]); err == nil && spacing > 0 && now.Sub(last) < spacing {
+		return false, nil
 	}
-	return nil
+	patch := client.MergeFrom(repo.DeepCopy())
+	if repo.Annotations == nil {
+		repo.Annotations = map[string]string{}
+	}
+	repo.Annotations[taugridv1.AnnotationNudge] = now.Format(time.RFC3339Nano)
+	return true, client.IgnoreNotFound(n.Client.Patch(ctx, repo, patch))
 }

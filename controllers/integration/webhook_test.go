@@ -86,7 +86,7 @@ func (c *cachedRepos) waitForPath(t *testing.T, path string) {
 
 type countNudges struct{ n atomic.Int32 }
 
-func (c *countNudges) Nudge(context.Context, string) error { c.n.Add(1); return nil }
+func (c *countNudges) Nudge(context.Context, gitsource.Receiver) error { c.n.Add(1); return nil }
 
 // webhookRepo creates a TauRepository with a webhook Secret and polls it,
 // so its status publishes the receiver path; it returns the path.

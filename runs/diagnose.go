@@ -114,7 +114,6 @@ func Diagnose(ctx context.Context, c client.Reader, logs LogSource, run *taugrid
 		// their log tails and termination messages are withheld, the rest
 		// of the diagnosis is the cluster's own words.
 		d.Truncated = append(d.Truncated, "log tails and termination messages: "+unmasked.Error())
-		mask = evidence.NewMasker()
 	} else if unmasked != nil {
 		return nil, unmasked
 	}
@@ -242,21 +241,26 @@ func logTail(ctx context.Context, logs LogSource, p *corev1.Pod, mask *evidence.
 // token echoed to the log never leaves the cluster. c reads the Secrets of
 // the cluster the pods run on (clusters.Routed for a worker's). A Secret
 // that does not exist is skipped (its values cannot reach the pod); one
-// that cannot be read is an error: its values could be in the log and
-// could not be masked, so nothing of the log may be shown.
+// that cannot be read is an error matching ErrUnmasked, returned with the
+// masker of everything else: its values could be in the log and could not
+// be masked, so a log served to a team must be withheld.
 func SecretMasker(ctx context.Context, c client.Reader, ns string, pods []corev1.Pod) (*evidence.Masker, error) {
 	names := map[string]bool{}
 	for i := range pods {
 		SecretNames(&pods[i].Spec, names)
 	}
 	var values []string
+	var unread error
 	for _, name := range slices.Sorted(maps.Keys(names)) {
 		s := &corev1.Secret{}
 		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s); apierrors.IsNotFound(err) {
 			continue
 		} else if err != nil {
-			return nil, fmt.Errorf("%w: Secret %s, which the run's pods read, cannot be read to mask its values (%s)",
-				ErrUnmasked, name, apierrors.ReasonForError(err))
+			if unread == nil {
+				unread = fmt.Errorf("%w: Secret %s, which the run's pods read, cannot be read to mask its values (%s)",
+					ErrUnmasked, name, apierrors.ReasonForError(err))
+			}
+			continue
 		}
 		for _, v := range s.Data {
 			values = append(values, string(v))
@@ -265,7 +269,7 @@ func SecretMasker(ctx context.Context, c client.Reader, ns string, pods []corev1
 	for i := range pods {
 		values = append(values, SecretEnvValues(&pods[i].Spec)...)
 	}
-	return evidence.NewMasker(values...), nil
+	return evidence.NewMasker(values...), unread
 }
 
 // ErrUnmasked: a Secret the pods read could not be read, so their logs

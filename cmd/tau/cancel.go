@@ -38,8 +38,8 @@ func newCancelCmd() *cobra.Command {
 				}
 				return pushError(err, o.Remote)
 			}
-			src, _ := openSource(&o.Source)
-			nudge(cmd, src, git, o.Remote)
+			src, srcErr := openSource(&o.Source)
+			nudge(cmd, src, srcErr, git, o.Remote)
 			fmt.Fprintf(cmd.OutOrStdout(), "Run %s cancelled: %s%s deleted from %s; the controller stops its workload.\n", id, RunRefPrefix, id, o.Remote)
 			return nil
 		},
@@ -76,8 +76,8 @@ func newRetryCmd() *cobra.Command {
 			if err := pushRunRef(ctx, git, ro, commit, runRequest{Target: req.Target, Overrides: req.Overrides}, newID); err != nil {
 				return err
 			}
-			src, _ := openSource(&o.Source)
-			nudge(cmd, src, git, o.Remote)
+			src, srcErr := openSource(&o.Source)
+			nudge(cmd, src, srcErr, git, o.Remote)
 			fmt.Fprintf(cmd.OutOrStdout(), "Run %s requested again as %s: %s at %.12s.\n", id, newID, req.Target, commit)
 			return nil
 		},

@@ -74,13 +74,13 @@ func runEvidenceVerify(cmd *cobra.Command, o *evidenceVerifyOptions, arg string)
 	var err error
 	switch {
 	case strings.HasPrefix(arg, "http://") || strings.HasPrefix(arg, "https://"):
-		reports, err = verifyPage(ctx, arg)
+		reports, err = verifyPageOf(ctx, o.APIURL, arg)
 	case isDir(arg):
 		reports, err = verifyStoreDir(ctx, arg, o.Run)
 	default:
 		var page string
 		if page, err = evidenceURLOf(cmd, &o.statusOptions, arg); err == nil {
-			reports, err = verifyPage(ctx, page)
+			reports, err = verifyPageOf(ctx, o.APIURL, page)
 		}
 	}
 	if err != nil {
@@ -137,9 +137,24 @@ func verifyStoreDir(ctx context.Context, dir, run string) ([]*evidence.Report, e
 	return reports, nil
 }
 
+// verifyPageOf verifies an evidence page with the token of the page's own
+// origin, if the user has one for it: the page's link is signed, and a
+// token never goes to an origin it was not issued for.
+func verifyPageOf(ctx context.Context, flagURL, page string) ([]*evidence.Report, error) {
+	choice, err := userAPIChoice(flagURL)
+	if err != nil {
+		return nil, err
+	}
+	origin, err := originOf(page)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("evidence page %s: want https://host/runs/<namespace>/<name>", stripQuery(page))}
+	}
+	return verifyPage(ctx, page, choice.tokenFor(origin))
+}
+
 // pageBlobs reads artifacts through the evidence page of one run, with
-// the page URL's signed link if it has one and the team's API token if
-// it is set.
+// the page URL's signed link if it has one and the token of the page's
+// origin if the user has one.
 type pageBlobs struct {
 	base, run string // scheme://host and /runs/<ns>/<name>
 	link      string // the signed link's query, carried on every request
@@ -152,6 +167,9 @@ func (p *pageBlobs) Blob(ctx context.Context, digest string) ([]byte, error) {
 }
 
 func (p *pageBlobs) get(ctx context.Context, path, accept string) ([]byte, error) {
+	if !strings.HasPrefix(path, "/") { // base+"@host/..." would be another origin
+		return nil, fmt.Errorf("the evidence page links to %q, outside its own server", stripQuery(path))
+	}
 	target := p.base + path
 	if p.link != "" && !strings.Contains(path, "?") {
 		target += "?" + p.link
@@ -177,22 +195,25 @@ func (p *pageBlobs) get(ctx context.Context, path, accept string) ([]byte, error
 	}
 	defer resp.Body.Close()
 	switch {
-	case resp.StatusCode == http.StatusUnauthorized:
-		return nil, fmt.Errorf("GET %s: %s: export TAU_TOKEN (your team's API token), or use the evidence link from the commit", stripQuery(path), resp.Status)
+	case resp.StatusCode == http.StatusUnauthorized && p.token == "":
+		return nil, fmt.Errorf("GET %s: %s: the page needs your team's token, and tau sends a token only to an API you named or logged in to.\n"+
+			"  If %s is your TauGrid API:  tau login --api-url %s   (or export TAU_API_URL=%s with TAU_TOKEN)\n"+
+			"  Or use the evidence link from the commit, which is signed", stripQuery(path), resp.Status, p.base, p.base, p.base)
 	case resp.StatusCode != http.StatusOK:
 		return nil, fmt.Errorf("GET %s: %s", stripQuery(path), resp.Status)
 	}
 	return io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 }
 
-// verifyPage verifies every bundle the evidence page lists.
-func verifyPage(ctx context.Context, page string) ([]*evidence.Report, error) {
+// verifyPage verifies every bundle the evidence page lists, sending token
+// (if any) to the page's origin only.
+func verifyPage(ctx context.Context, page, token string) ([]*evidence.Report, error) {
 	u, err := url.Parse(page)
 	if err != nil {
 		return nil, err
 	}
 	p := &pageBlobs{base: u.Scheme + "://" + u.Host, run: strings.TrimSuffix(u.Path, ".json"), link: u.RawQuery,
-		token: os.Getenv("TAU_TOKEN"), client: &http.Client{Timeout: 30 * time.Second}}
+		token: token, client: tokenClient(30 * time.Second)}
 	data, err := p.get(ctx, p.run, "application/json")
 	if err != nil {
 		return nil, err

@@ -69,6 +69,7 @@ func TestEvidenceVerifyChecksAStoreDirectoryAndThePage(t *testing.T) {
 	}
 	srv := httptest.NewServer((&evidence.Server{Store: st, Tokens: teamTokens{"team-a-token-value": "team-a", "team-b-token-value": "team-b"}}).Handler())
 	defer srv.Close()
+	t.Setenv("TAU_API_URL", srv.URL) // the token's own origin
 	t.Setenv("TAU_TOKEN", "team-a-token-value")
 	out, _, err = tau(t, "evidence", "verify", srv.URL+"/runs/team-a/research-1a2b", "-o", "json")
 	if err != nil || !strings.Contains(out, `"verified": true`) || !strings.Contains(out, `"reproduced": true`) {
@@ -104,8 +105,9 @@ func (m teamTokens) NamespaceOf(_ context.Context, token string) (string, error)
 }
 
 // TestEvidenceVerifyUsesTheTeamsTokenOrTheSignedLink: the evidence page
-// needs a credential; tau sends TAU_TOKEN, or carries the link's signature
-// to every bundle and blob, and another team's token reads nothing.
+// needs a credential; tau sends TAU_TOKEN (the page is on TAU_API_URL's
+// origin), or carries the link's signature to every bundle and blob, and
+// another team's token reads nothing.
 func TestEvidenceVerifyUsesTheTeamsTokenOrTheSignedLink(t *testing.T) {
 	st, sealed := sealedStore(t)
 	now := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
@@ -116,6 +118,7 @@ func TestEvidenceVerifyUsesTheTeamsTokenOrTheSignedLink(t *testing.T) {
 	page := srv.URL + "/runs/team-a/research-1a2b"
 	want := "team-a/research-1a2b#1 " + sealed.Digest() + ": verified"
 
+	t.Setenv("TAU_API_URL", srv.URL)
 	t.Setenv("TAU_TOKEN", "team-a-token-value")
 	if out, _, err := tau(t, "evidence", "verify", page); err != nil || !strings.Contains(out, want) {
 		t.Errorf("with team a's token: %v\n%s", err, out)

@@ -125,7 +125,7 @@ func download(ctx context.Context, url, token string, w io.Writer, want string) 
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := tokenClient(0).Do(req) // the context bounds it
 	if err != nil {
 		return fmt.Errorf("downloading the source archive: %w", err)
 	}

@@ -27,8 +27,11 @@ type projectConfig struct {
 	// runs are.
 	Namespace string `yaml:"namespace"`
 	// APIURL is the controller's read-only API, for tau status without a
-	// kubeconfig.
+	// kubeconfig. tau sends a token there only when the user logged in to
+	// it: anyone can commit this file.
 	APIURL string `yaml:"api_url,omitempty"`
+
+	path string // where it was read, for messages
 }
 
 func newInitCmd() *cobra.Command {
@@ -44,10 +47,14 @@ func newInitCmd() *cobra.Command {
 			for _, f := range written {
 				fmt.Fprintf(cmd.OutOrStdout(), "wrote %s\n", f)
 			}
-			if err == nil {
-				fmt.Fprintln(cmd.OutOrStdout(), "Next: edit tau.yaml, `tau validate`, commit, then `tau run`.")
+			if err != nil {
+				return err
 			}
-			return err
+			if o.APIURL != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "Everyone who clones the repository logs in to the API once (tau sends tokens only to APIs you logged in to):\n  tau login --api-url %s\n", o.APIURL)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "Next: edit tau.yaml, `tau validate`, commit, then `tau run`.")
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&o.Dir, "dir", ".", "repository root")
@@ -55,7 +62,7 @@ func newInitCmd() *cobra.Command {
 	cmd.Flags().StringVar(&o.Image, "image", "python:3.12-slim", "container image")
 	cmd.Flags().StringVar(&o.Entrypoint, "entrypoint", "train.py", "script to run, relative to the repository root")
 	cmd.Flags().StringVarP(&o.Namespace, "namespace", "n", "", "your team's namespace (required)")
-	cmd.Flags().StringVar(&o.APIURL, "api-url", "", "the controller's API URL")
+	cmd.Flags().StringVar(&o.APIURL, "api-url", "", "the TauGrid API URL, written to .tau/config.yaml (https; each user still logs in to it with tau login)")
 	_ = cmd.MarkFlagRequired("namespace")
 	return cmd
 }
@@ -84,6 +91,15 @@ limits:
 `, name, o.Entrypoint, o.Image)
 	if _, err := render.LoadConfig("tau.yaml", []byte(tau)); err != nil {
 		return nil, fmt.Errorf("the flags make an invalid tau.yaml:\n%w", err)
+	}
+	if o.APIURL != "" {
+		origin, err := originOf(o.APIURL)
+		if err != nil {
+			return nil, usageError{err}
+		}
+		if err := checkTransport(origin); err != nil {
+			return nil, err
+		}
 	}
 	cfg, err := yaml.Marshal(projectConfig{Namespace: o.Namespace, APIURL: o.APIURL})
 	if err != nil {
@@ -153,9 +169,10 @@ func loadProject(dir string) projectConfig {
 		return projectConfig{}
 	}
 	for {
-		data, err := os.ReadFile(filepath.Join(abs, ".tau", "config.yaml"))
+		path := filepath.Join(abs, ".tau", "config.yaml")
+		data, err := os.ReadFile(path)
 		if err == nil {
-			var cfg projectConfig
+			cfg := projectConfig{path: path}
 			_ = yaml.Unmarshal(data, &cfg)
 			return cfg
 		}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -135,5 +136,18 @@ func TestEveryCommandHasExamples(t *testing.T) {
 
 func TestMain(m *testing.M) {
 	ctrllog.SetLogger(logr.Discard()) // as main does
-	os.Exit(m.Run())
+	// No test reads the tokens of the developer's own tau login.
+	config, err := os.MkdirTemp("", "tau-test-config-")
+	if err != nil {
+		panic(err)
+	}
+	for _, k := range []string{"XDG_CONFIG_HOME", "AppData"} {
+		_ = os.Setenv(k, config)
+	}
+	if runtime.GOOS == "darwin" || runtime.GOOS == "ios" || runtime.GOOS == "plan9" { // config under HOME
+		_ = os.Setenv("HOME", config)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(config)
+	os.Exit(code)
 }

@@ -102,13 +102,13 @@ func runRun(cmd *cobra.Command, o *runOptions) error {
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "Run %s requested: %s at %.12s (%s), pushed as %s to %s.\n", id, render.TargetFile(target), commit, what, ref, o.Remote)
 	src, srcErr := openSource(&o.Status)
-	nudge(cmd, src, git, o.Remote)
+	if o.Wait && srcErr != nil {
+		return srcErr
+	}
+	nudge(cmd, src, srcErr, git, o.Remote)
 	if !o.Wait {
 		fmt.Fprintf(out, "Follow it:  tau status -w %s\nLogs:       tau logs -f %s\nCancel it:  tau cancel %s\n", id, id, id)
 		return nil
-	}
-	if srcErr != nil {
-		return srcErr
 	}
 	fmt.Fprintln(out, "Following it (Ctrl-C stops following; the run goes on):")
 	return follow(cmd, src, id, time.Second)
@@ -213,7 +213,12 @@ func pushRunRef(ctx context.Context, git gitCLI, o *runOptions, commit string, r
 // nudge tells the controller that the remote changed, so it polls now
 // rather than at its next interval; without the API, the poll or a webhook
 // picks the change up.
-func nudge(cmd *cobra.Command, src runSource, git gitCLI, remote string) {
+func nudge(cmd *cobra.Command, src runSource, srcErr error, git gitCLI, remote string) {
+	var untrusted untrustedAPIError
+	if errors.As(srcErr, &untrusted) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "tau: the controller sees the change at its next poll (no nudge: %v)\n", srcErr)
+		return
+	}
 	api, ok := src.(*apiSource)
 	if !ok {
 		return

@@ -53,30 +53,33 @@ func statusFlags(cmd *cobra.Command, o *statusOptions) {
 }
 
 func sourceFlags(cmd *cobra.Command, o *statusOptions) {
-	cmd.Flags().StringVar(&o.APIURL, "api-url", "", "the controller's API (default: $TAU_API_URL, or api_url in .tau/config.yaml); the token is $TAU_TOKEN")
+	cmd.Flags().StringVar(&o.APIURL, "api-url", "", "the TauGrid API (default: $TAU_API_URL, else api_url in .tau/config.yaml if you logged in to it, else the API you logged in to); the token is $TAU_TOKEN or tau login's")
 	cmd.Flags().StringVar(&o.Kubeconfig, "kubeconfig", "", "read runs with a kubeconfig instead of the API (default: $KUBECONFIG or ~/.kube/config)")
 	cmd.Flags().StringVarP(&o.Namespace, "namespace", "n", "", "your team's namespace (default: .tau/config.yaml's, then the kubeconfig's)")
 }
 
 // openSource picks the API when one is configured and no kubeconfig was
-// asked for, the kubeconfig otherwise.
+// asked for, the kubeconfig otherwise. Which API, and which token goes
+// there, is apiChoice's decision.
 func openSource(o *statusOptions) (runSource, error) {
 	project := loadProject(".")
-	apiURL := firstOf(o.APIURL, os.Getenv("TAU_API_URL"), project.APIURL)
 	ns := firstOf(o.Namespace, project.Namespace)
-	if apiURL != "" && o.Kubeconfig == "" {
-		// Without -n, the API names the token's namespace (whoami).
-		token := os.Getenv("TAU_TOKEN")
-		if token == "" {
-			return nil, usageError{errors.New("no API token: export TAU_TOKEN (your platform team issues one per team)")}
-		}
-		u, err := url.Parse(apiURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, usageError{fmt.Errorf("API URL %q: want http(s)://host[:port]", apiURL)}
-		}
-		return &apiSource{base: strings.TrimSuffix(apiURL, "/"), token: token, ns: ns, http: &http.Client{}}, nil
+	if o.Kubeconfig != "" {
+		return kubeSourceFor(o.Kubeconfig, ns)
 	}
-	return kubeSourceFor(o.Kubeconfig, ns)
+	choice, err := userAPIChoice(o.APIURL)
+	if err != nil {
+		return nil, err
+	}
+	api, ok, err := choice.choose()
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok:
+		return kubeSourceFor("", ns)
+	}
+	// Without -n, the API names the token's namespace (whoami).
+	return &apiSource{base: api.Base, token: api.Token, ns: ns, http: tokenClient(0)}, nil
 }
 
 func firstOf(vs ...string) string {
@@ -111,7 +114,7 @@ func (a *apiSource) namespace(ctx context.Context) (string, error) {
 	if a.ns != "" {
 		return a.ns, nil
 	}
-	resp, err := a.send(ctx, http.MethodGet, a.base+"/api/v1/whoami", nil)
+	ns, err := a.whoami(ctx)
 	if err != nil {
 		var nf notFoundError
 		if errors.As(err, &nf) { // a controller older than whoami
@@ -119,13 +122,22 @@ func (a *apiSource) namespace(ctx context.Context) (string, error) {
 		}
 		return "", err
 	}
+	a.ns = ns
+	return a.ns, nil
+}
+
+// whoami asks the API which namespace the token reads.
+func (a *apiSource) whoami(ctx context.Context) (string, error) {
+	resp, err := a.send(ctx, http.MethodGet, a.base+"/api/v1/whoami", nil)
+	if err != nil {
+		return "", err
+	}
 	defer resp.Body.Close()
 	var id runs.Identity
 	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<10)).Decode(&id); err != nil || id.Namespace == "" {
 		return "", unreachableError{fmt.Errorf("the TauGrid API at %s did not name the token's namespace; pass -n", a.base)}
 	}
-	a.ns = id.Namespace
-	return a.ns, nil
+	return id.Namespace, nil
 }
 
 func (a *apiSource) do(ctx context.Context, method, path string, body io.Reader) (*http.Response, error) {
@@ -257,7 +269,7 @@ func kubeSourceFor(kubeconfig, ns string) (*kubeSource, error) {
 	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
 	cfg, err := cc.ClientConfig()
 	if err != nil {
-		return nil, usageError{fmt.Errorf("no way to reach the cluster: set TAU_API_URL and TAU_TOKEN (or api_url in .tau/config.yaml), or use a kubeconfig (%w)", err)}
+		return nil, usageError{fmt.Errorf("no way to reach the cluster: log in to your TauGrid API (tau login --api-url <url>), or set TAU_API_URL and TAU_TOKEN, or use a kubeconfig (%w)", err)}
 	}
 	if ns == "" {
 		if ns, _, err = cc.Namespace(); err != nil {
@@ -350,12 +362,21 @@ func (k *kubeSource) Logs(ctx context.Context, id string, follow bool, tail int6
 	if tail >= 0 {
 		opts.TailLines = &tail
 	}
+	// Masked as the API masks it, with the Secrets of the cluster the pod
+	// runs on. The kubeconfig is the reader's own: a Secret it may not read
+	// is left unmasked, with a warning, as kubectl logs would show it all.
+	mask, err := runs.SecretMasker(ctx, rd, k.ns, []corev1.Pod{*pod})
+	if errors.Is(err, runs.ErrUnmasked) {
+		fmt.Fprintf(os.Stderr, "tau: warning: %v; its values are not masked below\n", strings.TrimPrefix(err.Error(), runs.ErrUnmasked.Error()+": "))
+	} else if err != nil {
+		return k.wrap(err)
+	}
 	rc, err := logs.Logs(ctx, k.ns, pod.Name, opts)
 	if err != nil {
 		return k.wrap(err)
 	}
 	defer rc.Close()
-	_, err = io.Copy(w, rc)
+	err = runs.CopyMasked(w, rc, mask)
 	if ctx.Err() != nil {
 		return nil
 	}

@@ -135,6 +135,7 @@ func TestValidCorpusRendersGolden(t *testing.T) {
 				t.Fatalf("valid file refused:\n%v", err)
 			}
 			checkInvariants(t, objs)
+			checkImagesQualified(t, &pol.Images, objs)
 			out, err := Marshal(objs, FormatYAML)
 			if err != nil {
 				t.Fatal(err)

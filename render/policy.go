@@ -67,6 +67,11 @@ type Tenant struct {
 	// MIGProfiles narrows the MIG profiles (compute.mig) the tenant's runs
 	// may use to these; empty means whatever each compute profile offers.
 	MIGProfiles []string `json:"mig_profiles,omitempty"`
+	// Egress is where the tenant's runs may connect (deny, cluster or
+	// open; open when unset); the stricter of the tenant's and the
+	// profile's applies. EgressTo are the destinations cluster adds.
+	Egress   Egress                                 `json:"egress,omitempty"`
+	EgressTo []networkingv1.NetworkPolicyEgressRule `json:"egress_to,omitempty"`
 }
 
 // Profile is a class of machine a run can ask for.
@@ -103,6 +108,11 @@ type Profile struct {
 	// nodes offer, as nvidia.com/mig-<profile> resources; a run asks one
 	// with compute.mig. Empty: no MIG.
 	MIGProfiles []string `json:"mig_profiles,omitempty"`
+	// Egress is where the profile's runs may connect (deny, cluster or
+	// open; open when unset); the stricter of the tenant's and the
+	// profile's applies. EgressTo are the destinations cluster adds.
+	Egress   Egress                                 `json:"egress,omitempty"`
+	EgressTo []networkingv1.NetworkPolicyEgressRule `json:"egress_to,omitempty"`
 }
 
 // ProfileDefaults fill what a tau file leaves out.
@@ -116,9 +126,11 @@ type ProfileDefaults struct {
 
 // ImagePolicy is the image allow-list.
 type ImagePolicy struct {
-	// Allow lists image name prefixes, such as "ghcr.io/taugrid/".
+	// Allow lists registries and repositories, fully qualified and
+	// normalised, such as "ghcr.io/taugrid" or "docker.io/library/python";
+	// each allows images under it at a path boundary (see allows).
 	Allow []string `json:"allow"`
-	// RequireDigest refuses images not pinned by @sha256 digest.
+	// RequireDigest refuses images not pinned by a digest (name@sha256:...).
 	RequireDigest bool `json:"require_digest,omitempty"`
 }
 
@@ -338,6 +350,12 @@ func (p *Policy) validate(cs map[string]*checker) error {
 	validateClusters(cs[ClustersFile], p.Clusters)
 	validateProfilePlacement(cs["profiles.yaml"], p)
 	validateTenantMIG(cs["tenants.yaml"], p)
+	for i, t := range p.Tenants {
+		validateEgress(cs["tenants.yaml"], fmt.Sprintf("tenants[%d]", i), t.Egress, t.EgressTo, p.Tenants)
+	}
+	for i, pr := range p.Profiles {
+		validateEgress(cs["profiles.yaml"], fmt.Sprintf("profiles[%d]", i), pr.Egress, pr.EgressTo, p.Tenants)
+	}
 	var errs ErrorList
 	for _, f := range policyFiles {
 		errs = append(errs, cs[f.name].errs...)
@@ -426,8 +444,8 @@ func validateImages(c *checker, im *ImagePolicy) {
 		c.errorf("allow", "empty: no image could run; list the registry prefixes runs may use")
 	}
 	for i, a := range im.Allow {
-		if a == "" {
-			c.errorf(fmt.Sprintf("allow[%d]", i), "empty prefix would allow every image")
+		if problem := allowEntryProblem(a); problem != "" {
+			c.errorf(fmt.Sprintf("allow[%d]", i), "%s", problem)
 		}
 	}
 }

@@ -81,6 +81,67 @@ func TestBrokenPolicyIsRefusedWithFileLineAndField(t *testing.T) {
 			file: "images.yaml", content: "allow: []\n",
 			want: "images.yaml:1:8: allow: empty: no image could run; list the registry prefixes runs may use",
 		},
+		"an allow-list entry under Docker Hub's legacy host": {
+			file: "images.yaml", content: "allow: [index.docker.io/library/python]\n",
+			want: `images.yaml:1:9: allow[0]: "index.docker.io/library/python": Docker Hub names are normalised to docker.io; write docker.io/library/python`,
+		},
+		"an allow-list entry that is a short name": {
+			file: "images.yaml", content: "allow: [python]\n",
+			want: `images.yaml:1:9: allow[0]: "python" does not start with a registry; write the name fully qualified, such as docker.io/library/python or ghcr.io/org`,
+		},
+		"an allow-list entry for an official image without library/": {
+			file: "images.yaml", content: "allow: [docker.io/python]\n",
+			want: `images.yaml:1:9: allow[0]: "docker.io/python" is written docker.io/library/python in normalised names; write that`,
+		},
+		"an allow-list entry in capitals": {
+			file: "images.yaml", content: "allow: [GHCR.io/taugrid]\n",
+			want: `images.yaml:1:9: allow[0]: "GHCR.io/taugrid" must be lowercase, as normalised image names are`,
+		},
+		"an allow-list entry with a tag": {
+			file: "images.yaml", content: "allow: [ghcr.io/taugrid/tau:v1]\n",
+			want: `images.yaml:1:9: allow[0]: "ghcr.io/taugrid/tau:v1" names a tag or digest; list a registry or repository (runs choose the tag, images.yaml's require_digest the pinning)`,
+		},
+		"an unknown egress": {
+			file: "profiles.yaml", content: "profiles:\n- name: cpu\n  max_gpus: 0\n  max_nodes: 1\n  egress: closed\n",
+			want: `profiles.yaml:5:11: profiles[0].egress: unknown egress "closed"; expected deny, cluster or open`,
+		},
+		"cluster egress naming no destination": {
+			file: "profiles.yaml", content: "profiles:\n- name: cpu\n  max_gpus: 0\n  max_nodes: 1\n  egress: cluster\n",
+			want: `profiles.yaml:5:11: profiles[0].egress: cluster needs egress_to: the in-cluster destinations runs may reach (with none, write deny)`,
+		},
+		"destinations under deny": {
+			file:    "tenants.yaml",
+			content: tenantWith("  egress: deny\n  egress_to:\n  - to: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: minio}}}]\n"),
+			want:    `tenants.yaml:8:3: tenants[0].egress_to: used only with ` + "`egress: cluster`" + `; here egress is deny`,
+		},
+		"a destination rule with no destination": {
+			file: "tenants.yaml", content: tenantWith("  egress: cluster\n  egress_to:\n  - ports: [{port: 443}]\n"),
+			want: "tenants.yaml:8:5: tenants[0].egress_to[0]: names no destination (to): a rule without one admits every address, other tenants' pods included; for that, write `egress: open`",
+		},
+		"every namespace as a destination": {
+			file: "tenants.yaml", content: tenantWith("  egress: cluster\n  egress_to:\n  - to: [{namespaceSelector: {}}]\n"),
+			want: "tenants.yaml:8:30: tenants[0].egress_to[0].to[0].namespaceSelector: {} selects every namespace, other tenants' included; select the destination's namespace, such as by kubernetes.io/metadata.name",
+		},
+		"another tenant's namespace as a destination": {
+			file: "tenants.yaml", content: tenantWith("  egress: cluster\n  egress_to:\n  - to: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: team-b}}}]\n"),
+			want: "tenants.yaml:8:30: tenants[0].egress_to[0].to[0].namespaceSelector: selects tenant team-b's namespace team-b; tenants' runs never reach each other (a podSelector alone selects the run's own namespace)",
+		},
+		"every namespace but one as a destination": {
+			file: "profiles.yaml", content: "profiles:\n- name: cpu\n  max_gpus: 0\n  max_nodes: 1\n  egress: cluster\n  egress_to:\n  - to:\n    - namespaceSelector:\n        matchExpressions: [{key: kubernetes.io/metadata.name, operator: NotIn, values: [kube-system]}]\n",
+			want: "profiles.yaml:9:9: profiles[0].egress_to[0].to[0].namespaceSelector: selects tenant team-a's namespace team-a; tenants' runs never reach each other (a podSelector alone selects the run's own namespace)",
+		},
+		"every IPv4 address as a destination": {
+			file: "profiles.yaml", content: "profiles:\n- name: cpu\n  max_gpus: 0\n  max_nodes: 1\n  egress: cluster\n  egress_to:\n  - to: [{ipBlock: {cidr: 0.0.0.0/0}}]\n",
+			want: "profiles.yaml:7:27: profiles[0].egress_to[0].to[0].ipBlock.cidr: 0.0.0.0/0 is every address, other tenants' pods included; for that, write `egress: open`",
+		},
+		"every IPv6 address as a destination": {
+			file: "profiles.yaml", content: "profiles:\n- name: cpu\n  max_gpus: 0\n  max_nodes: 1\n  egress: cluster\n  egress_to:\n  - to: [{ipBlock: {cidr: \"::/0\"}}]\n",
+			want: "profiles.yaml:7:27: profiles[0].egress_to[0].to[0].ipBlock.cidr: ::/0 is every address, other tenants' pods included; for that, write `egress: open`",
+		},
+		"a destination port out of range": {
+			file: "profiles.yaml", content: "profiles:\n- name: cpu\n  max_gpus: 0\n  max_nodes: 1\n  egress: cluster\n  egress_to:\n  - to: [{ipBlock: {cidr: 10.0.0.0/8}}]\n    ports: [{protocol: ICMP, port: 70000}]\n",
+			want: "profiles.yaml:8:36: profiles[0].egress_to[0].ports[0].port: must be between 1 and 65535, got 70000",
+		},
 		"two default priorities": {
 			file: "priorities.yaml", content: "priorities:\n- {name: a, class: x, default: true}\n- {name: b, class: y, default: true}\n",
 			want: "priorities.yaml:3:32: priorities[1].default: more than one default priority",
@@ -134,6 +195,12 @@ func TestBrokenPolicyIsRefusedWithFileLineAndField(t *testing.T) {
 			}
 		})
 	}
+}
+
+// tenantWith is a tenants.yaml of team-a, with extra keys, and team-b.
+func tenantWith(extra string) string {
+	return "tenants:\n- name: team-a\n  namespace: team-a\n  queues: [runs]\n  default_profile: cpu\n" + extra +
+		"- name: team-b\n  namespace: team-b\n  queues: [runs]\n  default_profile: cpu\n"
 }
 
 func TestTheIdleGPURuleIsOffUnlessSetAndFilledByDefaults(t *testing.T) {

@@ -421,7 +421,7 @@ func (p *Plan) podSpec(c corev1.Container) corev1.PodSpec {
 		}
 		spec.InitContainers = []corev1.Container{{
 			Name:            "tau-source",
-			Image:           src.Image,
+			Image:           qualifiedOrAsIs(src.Image),
 			Command:         command,
 			VolumeMounts:    mounts,
 			SecurityContext: containerSecurity(),

@@ -10,6 +10,8 @@ import (
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 
+	"github.com/distribution/reference"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -51,7 +53,8 @@ type Run struct {
 type SourceArchive struct {
 	URL    string
 	SHA256 string
-	// Image runs the fetch; it holds no git credentials.
+	// Image runs the fetch; it holds no git credentials. The pods get it
+	// fully qualified, as the run's own image (qualifyImage).
 	Image string
 }
 
@@ -63,7 +66,9 @@ type Plan struct {
 	Tenant  *Tenant
 	Profile *Profile
 
-	Engine        Engine
+	Engine Engine
+	// Image is the run's image as its containers get it: the fully
+	// qualified reference the allow-list accepted (RunConfig.Image).
 	Image         string
 	Queue         string
 	PriorityClass string
@@ -100,6 +105,15 @@ type Plan struct {
 	Retry          RetryPolicy
 	PolicyDigest   string
 	Security       Security
+
+	// Egress is where the run's pods may connect: the stricter of the
+	// tenant's and the profile's; EgressTo are the platform's named
+	// destinations under cluster.
+	Egress   Egress
+	EgressTo []networkingv1.NetworkPolicyEgressRule
+	// tenantNamespaces maps every tenant's namespace to the tenant: no
+	// fence opens a way into one for the source server.
+	tenantNamespaces map[string]string
 }
 
 // RetryPolicy is a run's resolved resilience: which failure classes are
@@ -147,13 +161,13 @@ func Resolve(rc *RunConfig, pol *Policy, tenant string, run Run) (*Plan, error) 
 	}
 	c := &checker{file: rc.File, pos: rc.pos, overrides: rc.Overrides}
 	cfg := &rc.Config
-	p := &Plan{Config: rc, Run: run, Tenant: t, Engine: cfg.Engine, Image: cfg.Runtime.Image,
+	p := &Plan{Config: rc, Run: run, Tenant: t, Engine: cfg.Engine, Image: rc.Image,
 		PolicyDigest: pol.Digest, Security: pol.Security, TTL: pol.Limits.TTLAfterFinished.Duration}
 	p.Profile = resolveProfile(c, pol, t, cfg)
 	p.Queue = resolveQueue(c, t, cfg.Policy.Queue)
 	p.PriorityClass = resolvePriority(c, pol, t, cfg.Policy.Priority)
 	checkSecrets(c, t, run.ProtectedSecrets, cfg.Runtime.EnvSecret)
-	checkImage(c, &pol.Images, rc.Image)
+	checkImage(c, &pol.Images, rc.image)
 	checkStorage(c, t, &cfg.Storage)
 	checkLimits(c, &pol.Limits, cfg, p)
 	p.Retry = resolveRetry(&cfg.Resilience)
@@ -163,8 +177,16 @@ func Resolve(rc *RunConfig, pol *Policy, tenant string, run Run) (*Plan, error) 
 	if p.Profile != nil {
 		resolveCompute(c, p)
 		resolvePlacement(c, pol, p)
+		p.Egress, p.EgressTo = resolveEgress(t, p.Profile)
 	}
 	if err := c.errs.orNil(); err != nil {
+		return nil, err
+	}
+	p.tenantNamespaces = make(map[string]string, len(pol.Tenants))
+	for _, tn := range pol.Tenants {
+		p.tenantNamespaces[tn.Namespace] = tn.Name
+	}
+	if err := p.AttachSource(run.Source); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -276,26 +298,18 @@ func resolveRetry(r *Resilience) RetryPolicy {
 	return rp
 }
 
-func checkImage(c *checker, im *ImagePolicy, image string) {
-	if !im.allows(image) {
-		c.errorf("runtime.image", "image %q is not allowed; the platform allows images from: %s", image, strings.Join(im.Allow, ", "))
-		return
+// checkImage lets a run use only an image the allow-list names, judged on
+// the reference its pods get (qualifyImage), and only one pinned by a
+// digest where the platform requires it.
+func checkImage(c *checker, im *ImagePolicy, ref reference.Named) {
+	switch {
+	case ref == nil:
+		c.errorf("runtime.image", "required; name the container image to run in")
+	case !im.allows(ref):
+		c.errorf("runtime.image", "image %q is not allowed; the platform allows images from: %s", ref.String(), strings.Join(im.Allow, ", "))
+	case im.RequireDigest && !pinned(ref):
+		c.errorf("runtime.image", "image %q must be pinned by digest (name@sha256:<64 hex digits>); the platform requires it", ref.String())
 	}
-	if im.RequireDigest && !strings.Contains(image, "@sha256:") {
-		c.errorf("runtime.image", "image %q must be pinned by digest (name@sha256:...)", image)
-	}
-}
-
-// allows reports whether a fully qualified image name starts with an
-// allowed prefix at a path boundary.
-func (im *ImagePolicy) allows(full string) bool {
-	for _, prefix := range im.Allow {
-		prefix = strings.TrimSuffix(prefix, "/")
-		if rest, ok := strings.CutPrefix(full, prefix); ok && (rest == "" || strings.ContainsAny(rest[:1], "/:@")) {
-			return true
-		}
-	}
-	return false
 }
 
 func checkStorage(c *checker, t *Tenant, s *Storage) {

@@ -23,12 +23,15 @@ type RunConfig struct {
 	File string
 	// Digest is "sha256:<hex>" of the file's bytes.
 	Digest string
-	// Image is runtime.image fully qualified, e.g. docker.io/library/python:3.12.
+	// Image is runtime.image as every container of the run gets it: fully
+	// qualified, with its tag (":latest" when none is written) or digest,
+	// e.g. docker.io/library/python:3.12 (see qualifyImage).
 	Image string
 	// Overrides are the run request's `--set` values, applied over the file.
 	Overrides map[string]string
 
-	pos positions
+	pos   positions
+	image reference.Named
 }
 
 // LoadConfig parses and validates one tau file. file names it in errors. On
@@ -53,10 +56,11 @@ func LoadConfigWithOverrides(file string, data []byte, overrides map[string]stri
 		return nil, &FieldError{File: file, Line: 1, Col: 1, Msg: "file is empty; see `tau schema` for the fields of tau.yaml"}
 	}
 	v := &checker{file: file, pos: pos, overrides: overrides}
-	rc.Image = validateConfig(v, &rc.Config)
+	rc.image = validateConfig(v, &rc.Config)
 	if err := v.errs.orNil(); err != nil {
 		return nil, err
 	}
+	rc.Image = rc.image.String()
 	return rc, nil
 }
 
@@ -144,8 +148,8 @@ var (
 )
 
 // validateConfig checks a decoded tau file, filling in the inferred engine,
-// and returns the fully qualified image name.
-func validateConfig(c *checker, cfg *Config) (image string) {
+// and returns the fully qualified image reference (nil when it is invalid).
+func validateConfig(c *checker, cfg *Config) (image reference.Named) {
 	if !c.set("schema_version") {
 		c.errorf("schema_version", "required; write `schema_version: 1` at the top")
 	} else if cfg.SchemaVersion != 1 {
@@ -206,13 +210,13 @@ func validateEngine(c *checker, cfg *Config) {
 	}
 }
 
-func validateRuntime(c *checker, rt *Runtime) (image string) {
+func validateRuntime(c *checker, rt *Runtime) (image reference.Named) {
 	if rt.Image == "" {
 		c.errorf("runtime.image", "required; name the container image to run in")
-	} else if named, err := reference.ParseNormalizedNamed(rt.Image); err != nil {
+	} else if ref, err := qualifyImage(rt.Image); err != nil {
 		c.errorf("runtime.image", "invalid image reference %q: %v", rt.Image, err)
 	} else {
-		image = named.String()
+		image = ref
 	}
 	for _, name := range slices.Sorted(maps.Keys(rt.Env)) {
 		c.envName("runtime.env."+name, name)

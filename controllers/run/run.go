@@ -397,7 +397,11 @@ func (r *RunReconciler) attachSource(ctx context.Context, run *taugridv1.TauRun,
 	if err != nil {
 		return err
 	}
-	plan.Run.Source = src
+	// The fence must admit the source server the pods fetch from: a
+	// server it cannot name is the platform's to fix (--source-url).
+	if err := plan.AttachSource(src); err != nil {
+		return err
+	}
 	run.Status.SourceDigest = src.SHA256
 	return nil
 }

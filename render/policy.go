@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"maps"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -61,6 +62,11 @@ type Tenant struct {
 	// Secrets the tenant's runs may read through runtime.env_secret: names
 	// or path.Match globs of Secrets in its namespace. Empty means none.
 	Secrets []string `json:"secrets,omitempty"`
+	// SecretTypes are the Secret types besides Opaque those Secrets may
+	// have (such as kubernetes.io/basic-auth). Empty: Opaque only, so no
+	// run reads a ServiceAccount token, a registry credential or a TLS key
+	// that happens to match a name in Secrets.
+	SecretTypes []string `json:"secret_types,omitempty"`
 	// Priorities the tenant's runs may ask for, by name; empty means only
 	// the policy's default priority.
 	Priorities []string `json:"priorities,omitempty"`
@@ -436,8 +442,17 @@ func validateTenants(c *checker, p *Policy) {
 				c.errorf(fmt.Sprintf("%s.profiles[%d]", at, j), "unknown profile %q", name)
 			}
 		}
+		for j, typ := range t.SecretTypes {
+			if !secretType.MatchString(typ) {
+				c.errorf(fmt.Sprintf("%s.secret_types[%d]", at, j), "%q is not a Secret type; expected one such as kubernetes.io/basic-auth", typ)
+			}
+		}
 	}
 }
+
+// secretType is the form of a Secret's type: a name, or a domain and a
+// name.
+var secretType = regexp.MustCompile(`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?(/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$`)
 
 func validateImages(c *checker, im *ImagePolicy) {
 	if len(im.Allow) == 0 {

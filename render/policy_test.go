@@ -57,6 +57,10 @@ func TestBrokenPolicyIsRefusedWithFileLineAndField(t *testing.T) {
 			file: "tenants.yaml", content: "tenants:\n- {name: a, namespace: ns, queues: [q], default_profile: cpu}\n- {name: b, namespace: ns, queues: [q], default_profile: cpu}\n",
 			want: `tenants.yaml:3:24: tenants[1].namespace: "ns" is declared twice`,
 		},
+		"a Secret type that is no type": {
+			file: "tenants.yaml", content: "tenants:\n- name: team-a\n  namespace: team-a\n  queues: [runs]\n  default_profile: cpu\n  secret_types: [\"kubernetes.io/service account token\"]\n",
+			want: `tenants.yaml:6:18: tenants[0].secret_types[0]: "kubernetes.io/service account token" is not a Secret type; expected one such as kubernetes.io/basic-auth`,
+		},
 		"a tenant with no queue": {
 			file: "tenants.yaml", content: "tenants:\n- {name: a, namespace: a, default_profile: cpu}\n",
 			want: `tenants.yaml:2:3: tenants[0].queues: required: the tenant's Kueue LocalQueue`,

@@ -46,6 +46,10 @@ type Run struct {
 	// ProtectedSecrets are the Secrets of the run's namespace that hold the
 	// repository's credentials (git, forge, webhook): no run may read them.
 	ProtectedSecrets []string
+	// SecretTypes are the types of the Secrets runtime.env_secret names,
+	// as the controller read them ("" is Opaque); a Secret not in it is not
+	// checked (offline rendering, or one that does not exist yet).
+	SecretTypes map[string]string `json:",omitempty"`
 }
 
 // SourceArchive is a content-addressed archive of a commit's tree, served by
@@ -166,7 +170,7 @@ func Resolve(rc *RunConfig, pol *Policy, tenant string, run Run) (*Plan, error) 
 	p.Profile = resolveProfile(c, pol, t, cfg)
 	p.Queue = resolveQueue(c, t, cfg.Policy.Queue)
 	p.PriorityClass = resolvePriority(c, pol, t, cfg.Policy.Priority)
-	checkSecrets(c, t, run.ProtectedSecrets, cfg.Runtime.EnvSecret)
+	checkSecrets(c, t, run, cfg.Runtime.EnvSecret)
 	checkImage(c, &pol.Images, rc.image)
 	checkStorage(c, t, &cfg.Storage)
 	checkLimits(c, &pol.Limits, cfg, p)
@@ -247,11 +251,8 @@ func resolvePriority(c *checker, pol *Policy, t *Tenant, name string) string {
 		}
 	}
 	if name != "" {
-		names := make([]string, len(pol.Priorities))
-		for i, pr := range pol.Priorities {
-			names[i] = pr.Name
-		}
-		c.errorf("policy.priority", "unknown priority %q; expected one of: %s", name, strings.Join(names, ", "))
+		// Only the tenant's own: the names others may use are theirs.
+		c.errorf("policy.priority", "unknown priority %q; expected one of: %s", name, strings.Join(allowedPriorities(pol, t), ", "))
 	}
 	return ""
 }
@@ -270,19 +271,31 @@ func allowedPriorities(pol *Policy, t *Tenant) []string {
 
 // checkSecrets lets runtime.env_secret name only the Secrets the platform
 // lets the tenant's runs read, and never the repository's own credentials
-// (git, forge, webhook), whatever the tenant's list says.
-func checkSecrets(c *checker, t *Tenant, protected []string, env map[string]string) {
+// (git, forge, webhook), whatever the tenant's list says. Only Opaque
+// Secrets, unless the tenant's secret_types allow another type: a name the
+// list allows may still be a ServiceAccount token (a credential to the
+// API server as that account) or a registry or TLS key someone else made.
+func checkSecrets(c *checker, t *Tenant, run Run, env map[string]string) {
 	for _, name := range slices.Sorted(maps.Keys(env)) {
 		secret, _, _ := strings.Cut(env[name], ":")
 		field := "runtime.env_secret." + name
+		typ, known := run.SecretTypes[secret]
+		if typ == "" {
+			typ = SecretTypeOpaque
+		}
 		switch {
-		case slices.Contains(protected, secret):
+		case slices.Contains(run.ProtectedSecrets, secret):
 			c.errorf(field, "Secret %q holds this repository's credentials; runs may never read it", secret)
 		case !slices.ContainsFunc(t.Secrets, func(glob string) bool { ok, _ := path.Match(glob, secret); return ok }):
 			c.errorf(field, "Secret %q is not one tenant %s's runs may read (tenants[].secrets in the platform repo)", secret, t.Name)
+		case known && typ != SecretTypeOpaque && !slices.Contains(t.SecretTypes, typ):
+			c.errorf(field, "Secret %q is of type %s, not Opaque: runs read only Opaque Secrets unless the platform allows the type (tenants[].secret_types in the platform repo)", secret, typ)
 		}
 	}
 }
+
+// SecretTypeOpaque is the type of a Secret holding arbitrary data.
+const SecretTypeOpaque = "Opaque"
 
 func resolveRetry(r *Resilience) RetryPolicy {
 	rp := RetryPolicy{MaxRetries: r.MaxRetries, On: r.RetryOn, Initial: r.Backoff.Initial.Duration, Max: r.Backoff.Max.Duration}

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -351,6 +352,9 @@ func (r *RunReconciler) resolve(ctx context.Context, run *taugridv1.TauRun, atte
 	}
 	meta := shared.AttemptRun(run, attempt, commit)
 	meta.ProtectedSecrets = protected
+	if meta.SecretTypes, err = r.secretTypes(ctx, run.Namespace, rc.Runtime.EnvSecret); err != nil {
+		return nil, nil, err
+	}
 	from := &planInputs{tauFile: file, configDigest: rc.Digest, policyCommit: commit, policyDigest: pol.Digest}
 	plan, err := render.Resolve(rc, pol, tenant.Name, meta)
 	return plan, from, err
@@ -381,6 +385,31 @@ func (r *RunReconciler) credentialSecrets(ctx context.Context, ns string) ([]str
 		}
 	}
 	return names, nil
+}
+
+// secretTypes reads the types of the Secrets env names ("secret:key"
+// values), for the policy to refuse a type it does not allow (a
+// ServiceAccount token under an allowed name). A Secret that does not
+// exist is left out: the pod waits for it, and its type is checked when a
+// later attempt is submitted.
+func (r *RunReconciler) secretTypes(ctx context.Context, ns string, env map[string]string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, ref := range env {
+		name, _, _ := strings.Cut(ref, ":")
+		if _, seen := out[name]; seen || name == "" {
+			continue
+		}
+		s := &corev1.Secret{}
+		err := r.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, s)
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading the type of Secret %s: %w", name, err)
+		}
+		out[name] = string(s.Type)
+	}
+	return out, nil
 }
 
 // attachSource builds the commit's source archive for the attempt's pods.

@@ -6,7 +6,9 @@
 // into per-GPU check results with pure functions (Evaluate, Decide, VerdictFor,
 // BreakerAllows), and writes the outcome to its own Node: the condition
 // TauGPUHealthy, the taint taugrid.dev/gpu-unhealthy:NoSchedule and Kubernetes
-// Events. It serves Prometheus metrics and /healthz.
+// Events. It serves Prometheus metrics, the GPUs' use by pod (/gpus) and
+// /healthz; /metrics and /gpus only to callers whose ServiceAccount token the
+// API server vouches for and whose RBAC grants get on the path (Guard).
 //
 // Severities: a fatal result (a fatal XID per XIDPolicy, uncorrectable ECC
 // errors, a pending or failed row remap, a pending page retirement, a GPU gone,

@@ -3,7 +3,6 @@ package nodeagent
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -24,7 +23,7 @@ func TestMetricsAndHealthz(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(a.Handler(reg))
+	srv := httptest.NewServer(a.Handler(reg, trustingGuard(t)))
 	t.Cleanup(srv.Close)
 	if code, _ := get(t, srv.URL+"/healthz"); code != http.StatusServiceUnavailable {
 		t.Errorf("/healthz before the loop started: %d, want 503", code)
@@ -69,16 +68,8 @@ func TestMetricsAndHealthz(t *testing.T) {
 	}
 }
 
+// get asks url as a caller the cluster vouches for (trustingGuard's).
 func get(t *testing.T, url string) (int, string) {
 	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
+	return request(t, url, "Bearer "+trustedToken)
 }

@@ -164,7 +164,7 @@ func TestUtilizationSeriesFollowTheHolderAndStayOnePerGPU(t *testing.T) {
 	k := newStandInKubelet(t)
 	reg := prometheus.NewRegistry()
 	a := newTestAgentWith(t, f, Deps{PodResources: dialKubelet(t, k), Registry: reg})
-	srv := httptest.NewServer(a.Handler(reg))
+	srv := httptest.NewServer(a.Handler(reg, trustingGuard(t)))
 	t.Cleanup(srv.Close)
 	ctx := context.Background()
 	series := regexp.MustCompile(`(?m)^taugrid_gpu_utilization_ratio\{.*$`)
@@ -204,7 +204,7 @@ func TestGPUsEndpointKeepsAMinuteByMinuteHistoryAndShowsATenantOnlyItsOwn(t *tes
 	clk := clocktesting.NewFakeClock(time.Date(2031, 5, 4, 10, 0, 0, 0, time.UTC))
 	a := newTestAgentWith(t, f, Deps{PodResources: dialKubelet(t, k), Clock: clk},
 		func(c *Config) { c.UtilizationWindow = 10 * time.Minute })
-	srv := httptest.NewServer(a.Handler(prometheus.NewRegistry()))
+	srv := httptest.NewServer(a.Handler(prometheus.NewRegistry(), trustingGuard(t)))
 	t.Cleanup(srv.Close)
 	ctx := context.Background()
 	k.setPods(gpuPod("team-b", "before", "main", "nvidia.com/gpu", f.uuid(1)))

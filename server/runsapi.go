@@ -187,7 +187,7 @@ func (a *RunsAPI) whoami(w http.ResponseWriter, r *http.Request) {
 func (a *RunsAPI) authenticate(w http.ResponseWriter, r *http.Request) (string, bool) {
 	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok {
-		apiError(w, http.StatusUnauthorized, "missing bearer token: set TAU_TOKEN to your team's API token")
+		apiError(w, http.StatusUnauthorized, "missing bearer token: run tau login --api-url <this API> with your team's API token (or set TAU_TOKEN)")
 		return "", false
 	}
 	ns, err := a.Tokens.NamespaceOf(r.Context(), strings.TrimSpace(token))

@@ -43,7 +43,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
 
@@ -60,6 +59,7 @@ type options struct {
 	janitorIdle, janitorEvery                                time.Duration
 	multiKueueNamespace                                      string
 	readGPUUsage                                             bool
+	metricsSecure                                            bool
 	runWorkers, repositoryWorkers, forgeWorkers              int
 	forgeRate                                                float64
 	forgeBurst                                               int
@@ -73,6 +73,7 @@ const defaultNamespace = "taugrid-system"
 func main() {
 	var o options
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Prometheus metrics address; 0 disables")
+	flag.BoolVar(&o.metricsSecure, "metrics-secure", true, "serve metrics over HTTPS to callers whose RBAC grants get on /metrics (TokenReview, SubjectAccessReview); false serves plain HTTP to anyone, for local runs only")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "liveness and readiness probe address")
 	flag.StringVar(&o.webhookAddr, "webhook-bind-address", ":9292", "git forge webhook receiver address (/hooks/<id>)")
 	flag.StringVar(&o.webhookTrustedProxies, "webhook-trusted-proxies", "", "comma-separated CIDRs of the proxies in front of the webhook receiver (an Ingress controller's pods) whose X-Forwarded-For names the client; others' is ignored")
@@ -181,7 +182,7 @@ func run(ctx context.Context, o options) error {
 	crmetrics.RegisterRESTClientMetrics(crmetrics.MetricRateLimiterLatency, crmetrics.MetricRequestLatency)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 newScheme(),
-		Metrics:                metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                metricsOptions(o),
 		HealthProbeBindAddress: o.probeAddr,
 		PprofBindAddress:       o.pprofAddr,
 		LeaderElection:         o.leaderElect,
@@ -300,7 +301,8 @@ func setupGPUUsage(mgr manager.Manager, o options) (runctrl.GPUUsageSource, erro
 	if err != nil {
 		return nil, err
 	}
-	return &runctrl.NodeAgents{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Reads: reads}, nil
+	return &runctrl.NodeAgents{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Reads: reads,
+		Token: runctrl.ServiceAccountToken(runctrl.ServiceAccountTokenFile)}, nil
 }
 
 // setupMetrics registers the run collector, which reads TauRuns from the

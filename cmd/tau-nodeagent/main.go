@@ -66,7 +66,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.StringVar(&c.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME, from the downward API)")
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster)")
 	fs.StringVar(&o.nvmlLibrary, "nvml-library", "", "path of libnvidia-ml.so.1 (default: the loader's search path, then the usual driver mounts)")
-	fs.StringVar(&o.metricsAddr, "metrics-addr", ":8080", "address serving /metrics and /healthz")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", ":8080", "address serving /metrics, /gpus (to callers the cluster's TokenReview and SubjectAccessReview admit) and /healthz (to anyone)")
 	fs.BoolVar(&o.once, "once", false, "run one cycle, print what was found and done (or, with --dry-run, would be done), and exit")
 	fs.StringVar(&o.output, "o", "text", "--once output: text or json")
 	fs.BoolVar(&c.DryRun, "dry-run", false, "report only: write nothing to the cluster")
@@ -153,7 +153,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return code
 	}
-	srv := setupServer(o.metricsAddr, agent.Handler(reg), log)
+	guard, err := setupGuard(o, reg)
+	if err != nil {
+		log.Error(err, "building the guard of /gpus and /metrics")
+		return 1
+	}
+	srv := setupServer(o.metricsAddr, agent.Handler(reg, guard), log)
 	defer shutdown(srv)
 	log.Info("starting", "node", o.cfg.NodeName, "dryRun", o.cfg.DryRun, "pollInterval", o.cfg.PollInterval)
 	if err := agent.Run(ctx); err != nil {
@@ -268,8 +273,26 @@ func setupRegistry() *prometheus.Registry {
 	return reg
 }
 
+// setupGuard builds what admits callers to /gpus and /metrics: the API
+// server's TokenReview and SubjectAccessReview, through a client of its
+// own, so that reviews never take the rate the node's writes need.
+func setupGuard(o options, reg prometheus.Registerer) (*nodeagent.Guard, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	gc := nodeagent.DefaultGuardConfig()
+	// Each review is a TokenReview and a SubjectAccessReview.
+	cfg.QPS, cfg.Burst, cfg.UserAgent = float32(2*gc.ReviewsPerSecond+1), 2*gc.ReviewBurst, "tau-nodeagent/reviews"
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return nodeagent.NewGuard(kube, gc, nil, reg), nil
+}
+
 func setupServer(addr string, h http.Handler, log logr.Logger) *http.Server {
-	srv := &http.Server{Addr: addr, Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := nodeagent.NewServer(addr, h)
 	go func() {
 		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error(err, "serving metrics", "addr", addr)

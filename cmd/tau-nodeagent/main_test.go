@@ -3,9 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/taugrid/taugrid/nodeagent"
@@ -88,5 +91,18 @@ func TestOnceWithAClusterItCannotReachStillPrintsTheVerdict(t *testing.T) {
 	}
 	if code == 0 || report.Verdict.Status != "Unknown" || !report.DryRun {
 		t.Errorf("exit %d, verdict %q, dryRun %v; want non-zero, Unknown, reported only", code, report.Verdict.Status, report.DryRun)
+	}
+}
+
+// TestTheAgentsServerHasTheControllersLimits: any pod can connect to the
+// agent's port; one trickling its headers or never reading must not hold a
+// socket for ever. (It had only a 5 s header timeout.)
+func TestTheAgentsServerHasTheControllersLimits(t *testing.T) {
+	srv := setupServer("127.0.0.1:0", http.NotFoundHandler(), logr.Discard())
+	defer shutdown(srv)
+	got := []any{srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout, srv.MaxHeaderBytes}
+	want := []any{10 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute, 64 << 10}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("read header, read, write, idle timeouts, max header bytes (-want +got):\n%s", diff)
 	}
 }

@@ -15,7 +15,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/taugrid/taugrid/api/gpus"
+	"golang.org/x/oauth2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/transport"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -36,19 +38,44 @@ const (
 // MetricGPUUsageReads counts the controller's reads of node agents, by result.
 const MetricGPUUsageReads = "taugrid_gpu_usage_reads_total"
 
+// The agents serve /gpus only to callers RBAC lets get it.
+
+// +kubebuilder:rbac:urls=/gpus,verbs=get
+
 // NodeAgents reads GPU utilisation from the node agents. The agent of a
 // node is its tau-nodeagent pod in Namespace, reached at the pod's IP and
 // its "metrics" container port: the port the chart configures, read from
 // the pod itself. Agents' pods are not TauGrid's runs' and not in the
 // manager's cache, so Reader is the API reader, asked for one node's agent
 // at a time (a field selector), never for every pod of the cluster.
+//
+// Agents answer only callers the cluster vouches for: each request carries
+// Token, the controller's own ServiceAccount token, which the agent checks
+// with a TokenReview and a SubjectAccessReview (get on /gpus, which the
+// chart's ClusterRole grants the controller).
 type NodeAgents struct {
 	Reader    client.Reader
 	Namespace string
-	// HTTP asks the agents; nil: a client with agentTimeout.
+	// Token is the bearer token of every request: in a pod,
+	// ServiceAccountToken's file, read again as the kubelet rotates it.
+	// nil: none (an agent then answers 401).
+	Token oauth2.TokenSource
+	// HTTP asks the agents; nil: a client with agentTimeout that follows no
+	// redirect (the token is for the agent, no one else).
 	HTTP *http.Client
 	// Reads counts reads by result (ok, error, no-agent); nil counts none.
 	Reads *prometheus.CounterVec
+}
+
+// ServiceAccountTokenFile is where the kubelet projects a pod's
+// ServiceAccount token, which it rotates before it expires.
+const ServiceAccountTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+
+// ServiceAccountToken reads the token at path, again at most a minute after
+// it last did (client-go's cached file token source, as its in-cluster
+// config does), so a rotated token is picked up.
+func ServiceAccountToken(path string) oauth2.TokenSource {
+	return transport.NewCachedFileTokenSource(path)
 }
 
 // NewGPUUsageReads registers the reads counter.
@@ -106,13 +133,13 @@ func (n *NodeAgents) report(ctx context.Context, namespace, node string) (*gpus.
 	ctx, cancel := context.WithTimeout(ctx, AgentTimeout)
 	defer cancel()
 	u := url.URL{Scheme: "http", Host: addr, Path: gpus.Path, RawQuery: url.Values{"namespace": {namespace}}.Encode()}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	req, err := n.request(ctx, u)
 	if err != nil {
 		return nil, "error"
 	}
 	hc := n.HTTP
 	if hc == nil {
-		hc = &http.Client{Timeout: AgentTimeout}
+		hc = &http.Client{Timeout: AgentTimeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
@@ -127,6 +154,20 @@ func (n *NodeAgents) report(ctx context.Context, namespace, node string) (*gpus.
 		return nil, "error" // an answer from another node's agent is no answer
 	}
 	return rep, "ok"
+}
+
+// request is the GET of u, with the controller's token.
+func (n *NodeAgents) request(ctx context.Context, u url.URL) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil || n.Token == nil {
+		return req, err
+	}
+	tok, err := n.Token.Token()
+	if err != nil {
+		return nil, fmt.Errorf("reading the controller's ServiceAccount token: %w", err)
+	}
+	tok.SetAuthHeader(req)
+	return req, nil
 }
 
 // agentOf is the address of the running agent pod on node, "" if none.

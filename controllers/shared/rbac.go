@@ -16,3 +16,11 @@ package shared
 // the owner's finalizers for that.
 
 // +kubebuilder:rbac:groups=taugrid.dev,resources=tauruns/finalizers,verbs=update
+
+// The metrics endpoint (controller-runtime's
+// filters.WithAuthenticationAndAuthorization) serves only callers the API
+// server vouches for (a TokenReview) whose RBAC grants get on /metrics (a
+// SubjectAccessReview): the chart's <release>-metrics-reader ClusterRole.
+
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create

@@ -50,7 +50,7 @@ func (h *harness) startController(ctx context.Context) error {
 	}
 	args := []string{
 		"--kubeconfig", h.env.Kubeconfig,
-		"--metrics-bind-address", addr(0),
+		"--metrics-bind-address", addr(0), "--metrics-secure=false", // scraped by the harness on loopback
 		"--health-probe-bind-address", addr(1),
 		"--webhook-bind-address", addr(2),
 		"--source-bind-address", addr(3),

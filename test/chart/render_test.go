@@ -64,6 +64,7 @@ platform: {create: true, url: "https://git.example.com/platform.git", ref: v3, p
 ingress: {enabled: true, className: nginx, host: tau.example.com, tls: {secretName: tau-tls}, annotations: {example.com/x: "y"}, trustedProxies: [10.0.0.0/8, "fd00::/8"]}
 networkPolicy: {webhookFrom: [{ipBlock: {cidr: 140.82.112.0/20}}]}
 metrics:
+  readers: [{kind: ServiceAccount, name: prometheus-k8s, namespace: monitoring}, {kind: Group, name: sre}]
   serviceMonitor: {enabled: true, interval: 15s, labels: {release: prometheus}}
   prometheusRule: {enabled: true, labels: {release: prometheus}, stuckQueuedSeconds: 3600}
   dashboards: {enabled: true}

@@ -44,6 +44,14 @@ func TestTheSchemaRefusesBadValuesNamingTheKey(t *testing.T) {
 			values: "controller: {replicas: 0}",
 			want:   []string{"at '/controller/replicas'", "minimum: got 0, want 1"},
 		},
+		"a metrics reader that is no RBAC subject": {
+			values: "metrics: {readers: [{kind: Pod, name: prometheus-0}]}",
+			want:   []string{"at '/metrics/readers/0/kind'", "value must be one of 'ServiceAccount', 'User', 'Group'"},
+		},
+		"a metrics reader without a name": {
+			values: "metrics: {readers: [{kind: ServiceAccount, namespace: monitoring}]}",
+			want:   []string{"at '/metrics/readers/0'", "missing property 'name'"},
+		},
 		"a port as a string": {
 			values: "ports: {webhook: '9292'}",
 			want:   []string{"at '/ports/webhook'", "got string, want integer"},

@@ -200,19 +200,3 @@ func (c *receiverCache) Receiver(ctx context.Context, id string) (Receiver, erro
 	c.byID[id] = cachedReceiver{rcv: rcv, expires: now.Add(c.ttl)}
 	return rcv, nil
 }
-
-// statusWriter remembers the status a handler answered.
-type statusWriter struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusWriter) WriteHeader(code int) {
-	s.status = code
-	s.ResponseWriter.WriteHeader(code)
-}
-
-// refusal reports answers that spend a client's budget.
-func refusal(status int) bool {
-	return status == http.StatusNotFound || status == http.StatusUnauthorized || status == http.StatusBadRequest
-}

@@ -162,7 +162,7 @@ func (p *Plan) AttachSource(src *SourceArchive) error {
 	}
 	ref, err := qualifyImage(src.Image)
 	if err != nil {
-		return fmt.Errorf("the source fetch image %q (tau-controller --fetch-image) is not a valid image reference: %v", src.Image, err)
+		return fmt.Errorf("the source fetch image %q (tau-controller --fetch-image) is not a valid image reference: %w", src.Image, err)
 	}
 	if p.fenced() {
 		if _, err := p.sourceRule(src.URL); err != nil {
@@ -182,7 +182,7 @@ func (p *Plan) fenced() bool { return p.Egress != "" && p.Egress != EgressOpen }
 func (p *Plan) sourceRule(raw string) (*networkingv1.NetworkPolicyEgressRule, error) {
 	rule, ns, err := sourceEgress(raw)
 	if err != nil {
-		return nil, fmt.Errorf("egress %s: the run's pods could not fetch their source: the source server's URL %s: %v; the platform team sets it (tau-controller --source-url)",
+		return nil, fmt.Errorf("egress %s: the run's pods could not fetch their source: the source server's URL %s: %w; the platform team sets it (tau-controller --source-url)",
 			p.Egress, raw, err)
 	}
 	if tenant, ok := p.tenantNamespaces[ns]; ok && ns != "" {

@@ -27,7 +27,7 @@ func qualifyImage(image string) (reference.Named, error) {
 	ref, err := reference.ParseDockerRef(image)
 	if err != nil {
 		if strings.Contains(image, "@") {
-			return nil, fmt.Errorf("%v (a digest is written @sha256: and 64 lowercase hex digits)", err)
+			return nil, fmt.Errorf("%w (a digest is written @sha256: and 64 lowercase hex digits)", err)
 		}
 		return nil, err
 	}

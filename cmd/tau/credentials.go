@@ -108,7 +108,7 @@ func readCredentials(path string) (*credentials, error) {
 	}
 	c := &credentials{}
 	if err := yaml.NewDecoder(f).Decode(c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, usageError{fmt.Errorf("cannot read %s: %v; delete it and run tau login again", path, err)}
+		return nil, usageError{fmt.Errorf("cannot read %s: %w; delete it and run tau login again", path, err)}
 	}
 	return c, nil
 }
@@ -120,9 +120,9 @@ func checkPrivate(path string, mode fs.FileMode) error {
 	if runtime.GOOS == "windows" || mode.Perm()&0o077 == 0 {
 		return nil
 	}
-	return usageError{fmt.Errorf("%s holds your TauGrid tokens and other users can read it (mode %04o), so tau will not use it.\n"+
-		"  Make it private:  chmod 600 %s\n"+
-		"  Then consider asking your platform team for new tokens: others may have read these.", path, mode.Perm(), path)}
+	return usageError{fmt.Errorf("%s holds your TauGrid tokens and other users can read it (mode %04o), so tau will not use it;\n"+
+		"  make it private:  chmod 600 %s\n"+
+		"  then consider asking your platform team for new tokens: others may have read these", path, mode.Perm(), path)}
 }
 
 // writeCredentials replaces the file at path with c, readable only by the

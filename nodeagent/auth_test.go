@@ -338,18 +338,6 @@ func TestAnAPIServerItCannotReachRefusesWithoutCaching(t *testing.T) {
 	}
 }
 
-// TestTheServerCutsOffSlowAndIdleClients: a pod of any tenant can connect;
-// one trickling its headers, never reading or idling must not hold the
-// agent's sockets for ever.
-func TestTheServerCutsOffSlowAndIdleClients(t *testing.T) {
-	s := NewServer(":8080", http.NotFoundHandler())
-	got := []any{s.ReadHeaderTimeout, s.ReadTimeout, s.WriteTimeout, s.IdleTimeout, s.MaxHeaderBytes}
-	want := []any{10 * time.Second, 30 * time.Second, 60 * time.Second, 120 * time.Second, 64 << 10}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("read header, read, write, idle timeouts and max header bytes (-want +got):\n%s", diff)
-	}
-}
-
 // request asks url with the Authorization header ("": none). It may be
 // called from goroutines: it reports errors, never stops the test.
 func request(t *testing.T, url, authorization string) (int, string) {

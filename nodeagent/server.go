@@ -2,37 +2,11 @@ package nodeagent
 
 import (
 	"net/http"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/taugrid/taugrid/api/gpus"
 )
-
-// Limits of the agent's HTTP server, the controller's (server.NewServer):
-// every pod of every tenant can open a connection to it, so a client that
-// sends its headers a byte at a time, never reads its answer or keeps idle
-// connections open is cut off instead of holding a goroutine and a socket.
-const (
-	ServerReadHeaderTimeout = 10 * time.Second
-	ServerReadTimeout       = 30 * time.Second
-	ServerWriteTimeout      = 60 * time.Second
-	ServerIdleTimeout       = 120 * time.Second
-	ServerMaxHeaderBytes    = 64 << 10
-)
-
-// NewServer returns the agent's server for addr with the limits above.
-func NewServer(addr string, h http.Handler) *http.Server {
-	return &http.Server{
-		Addr:              addr,
-		Handler:           h,
-		ReadHeaderTimeout: ServerReadHeaderTimeout,
-		ReadTimeout:       ServerReadTimeout,
-		WriteTimeout:      ServerWriteTimeout,
-		IdleTimeout:       ServerIdleTimeout,
-		MaxHeaderBytes:    ServerMaxHeaderBytes,
-	}
-}
 
 // Handler serves /metrics from g and /gpus (the GPUs' utilisation, by
 // holder: UsageReport) to the callers guard admits, and /healthz, from the

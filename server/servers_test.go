@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"github.com/taugrid/taugrid/server/httplimit"
 	"io"
 	"net"
 	"net/http"
@@ -13,7 +14,7 @@ import (
 )
 
 func TestEveryServerHasReadWriteIdleAndHeaderLimits(t *testing.T) {
-	s := NewServer(":0", http.NotFoundHandler())
+	s := httplimit.NewServer(":0", http.NotFoundHandler())
 	if s.ReadHeaderTimeout == 0 || s.ReadTimeout == 0 || s.WriteTimeout == 0 || s.IdleTimeout == 0 || s.MaxHeaderBytes == 0 {
 		t.Errorf("server limits: header %v, read %v, write %v, idle %v, header bytes %d; want all set",
 			s.ReadHeaderTimeout, s.ReadTimeout, s.WriteTimeout, s.IdleTimeout, s.MaxHeaderBytes)
@@ -36,7 +37,7 @@ func serve(t *testing.T, s *http.Server) string {
 // the server allows: the server closes the connection at its header
 // timeout instead of waiting for the last header forever.
 func TestASlowlorisClientIsCutOff(t *testing.T) {
-	s := NewServer("", http.NotFoundHandler())
+	s := httplimit.NewServer("", http.NotFoundHandler())
 	s.ReadHeaderTimeout = 300 * time.Millisecond // the real 10 s, shortened for the test
 	conn, err := net.Dial("tcp", serve(t, s))
 	if err != nil {
@@ -95,7 +96,7 @@ func TestAStreamOutlastsTheServersReadAndWriteTimeouts(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	})
-	s := NewServer("", mux)
+	s := httplimit.NewServer("", mux)
 	s.ReadTimeout, s.WriteTimeout = 250*time.Millisecond, 250*time.Millisecond
 	addr := serve(t, s)
 	read := func(path string) (int, error) {

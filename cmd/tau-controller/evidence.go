@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"github.com/taugrid/taugrid/server/httplimit"
 	"os"
 	"time"
 
@@ -82,7 +83,7 @@ func setupEvidence(mgr manager.Manager, cfg *rest.Config, git *gitsource.Client,
 		// The runs API's tokens: a team's token reads its own evidence.
 		page := &evidence.Server{Store: store, Runs: &sealing.EvidenceRuns{Client: c}, Log: ctrl.Log.WithName("evidence"),
 			Links: links, Tokens: &server.Tokens{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Clock: clock.RealClock{}}}
-		srv := server.NewServer(eo.addr, page.Handler())
+		srv := httplimit.NewServer(eo.addr, page.Handler())
 		if err := mgr.Add(httpRunnable{srv}); err != nil {
 			return nil, nil, err
 		}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/taugrid/taugrid/server/httplimit"
 	"math"
 	"net/http"
 	"os"
@@ -349,14 +350,14 @@ func setupServers(mgr manager.Manager, sources *server.Sources, clientset kubern
 		gitsource.WebhookOptions{Log: ctrl.Log.WithName("webhook"), TrustedProxies: proxies})))
 	servers := []*http.Server{
 		gitsource.NewWebhookServer(o.webhookAddr, hooks),
-		server.NewServer(o.sourceAddr, sources), // archives stream: each write has its own deadline
+		httplimit.NewServer(o.sourceAddr, sources), // archives stream: each write has its own deadline
 	}
 	if o.apiAddr != "0" {
 		api := &server.RunsAPI{Client: c, APIReader: mgr.GetAPIReader(), Logs: runs.PodLogs{Pods: clientset.CoreV1()}, Clusters: workers, Log: mgr.GetLogger().WithName("runs-api"),
 			Tokens: &server.Tokens{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Clock: clock.RealClock{}}, Nudger: nudger}
 		// Followed logs stream for as long as the pod runs: each write has
 		// its own deadline, and a token follows only so many at once.
-		servers = append(servers, server.NewServer(o.apiAddr, api.Handler()))
+		servers = append(servers, httplimit.NewServer(o.apiAddr, api.Handler()))
 	}
 	for _, s := range servers {
 		if err := mgr.Add(httpRunnable{s}); err != nil {

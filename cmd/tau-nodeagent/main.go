@@ -17,6 +17,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/taugrid/taugrid/server/httplimit"
 	"io"
 	"log/slog"
 	"net/http"
@@ -292,7 +293,7 @@ func setupGuard(o options, reg prometheus.Registerer) (*nodeagent.Guard, error) 
 }
 
 func setupServer(addr string, h http.Handler, log logr.Logger) *http.Server {
-	srv := nodeagent.NewServer(addr, h)
+	srv := httplimit.NewServer(addr, h) // the controller's limits: any pod may connect
 	go func() {
 		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error(err, "serving metrics", "addr", addr)

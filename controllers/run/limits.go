@@ -56,7 +56,7 @@ func (r *RunReconciler) limits(ctx context.Context, run *taugridv1.TauRun) (runL
 	if got, ok := memo.Get(run.UID); ok && got.policy == commit {
 		return got.limits, nil
 	}
-	plan, _, err := r.resolve(ctx, run, len(run.Status.Attempts)+1)
+	plan, _, err := r.resolve(ctx, run, len(run.Status.Attempts)+1, false)
 	if err != nil {
 		return runLimits{}, unplannable(err)
 	}

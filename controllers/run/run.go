@@ -307,7 +307,7 @@ func (r *RunReconciler) reconcileSubmit(ctx context.Context, run *taugridv1.TauR
 // was planned from: the tau file and its digest, the policy's commit and
 // digest.
 func (r *RunReconciler) plan(ctx context.Context, run *taugridv1.TauRun, attempt int) (*render.Plan, error) {
-	plan, from, err := r.resolve(ctx, run, attempt)
+	plan, from, err := r.resolve(ctx, run, attempt, true)
 	if from != nil { // also when the policy refuses the file: the status says which
 		run.Status.TauFile, run.Status.ConfigDigest = from.tauFile, from.configDigest
 		run.Status.PolicyCommit, run.Status.PolicyDigest = from.policyCommit, from.policyDigest
@@ -323,8 +323,10 @@ type planInputs struct {
 
 // resolve loads the tau file and the policy and resolves an attempt. A
 // retry avoids the nodes of earlier attempts that hit a GPU fault or lost
-// their node, and resumes from the checkpoint directory.
-func (r *RunReconciler) resolve(ctx context.Context, run *taugridv1.TauRun, attempt int) (*render.Plan, *planInputs, error) {
+// their node, and resumes from the checkpoint directory. A submission
+// (submit) also checks the types of the Secrets the run reads, which costs
+// a read of each from the API server; a queued run's limits need none.
+func (r *RunReconciler) resolve(ctx context.Context, run *taugridv1.TauRun, attempt int, submit bool) (*render.Plan, *planInputs, error) {
 	repo := &taugridv1.TauRepository{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.Repository}, repo); err != nil {
 		return nil, nil, fmt.Errorf("repository %s: %w", run.Spec.Repository, err)
@@ -352,8 +354,10 @@ func (r *RunReconciler) resolve(ctx context.Context, run *taugridv1.TauRun, atte
 	}
 	meta := shared.AttemptRun(run, attempt, commit)
 	meta.ProtectedSecrets = protected
-	if meta.SecretTypes, err = r.secretTypes(ctx, run.Namespace, rc.Runtime.EnvSecret); err != nil {
-		return nil, nil, err
+	if submit {
+		if meta.SecretTypes, err = r.secretTypes(ctx, run.Namespace, rc.Runtime.EnvSecret); err != nil {
+			return nil, nil, err
+		}
 	}
 	from := &planInputs{tauFile: file, configDigest: rc.Digest, policyCommit: commit, policyDigest: pol.Digest}
 	plan, err := render.Resolve(rc, pol, tenant.Name, meta)

@@ -109,13 +109,11 @@ func Diagnose(ctx context.Context, c client.Reader, logs LogSource, run *taugrid
 		pods.Items = pods.Items[:diagnoseMaxPods]
 	}
 	mask, unmasked := SecretMasker(ctx, c, run.Namespace, pods.Items)
-	if errors.Is(unmasked, ErrUnmasked) {
+	if unmasked != nil {
 		// What the pods wrote may hold a value that cannot be masked:
 		// their log tails and termination messages are withheld, the rest
 		// of the diagnosis is the cluster's own words.
-		d.Truncated = append(d.Truncated, "log tails and termination messages: "+unmasked.Error())
-	} else if unmasked != nil {
-		return nil, unmasked
+		d.Truncated = append(d.Truncated, "log tails and termination messages withheld: "+unmasked.Error())
 	}
 	for i := range pods.Items {
 		p := &pods.Items[i]
@@ -257,8 +255,8 @@ func SecretMasker(ctx context.Context, c client.Reader, ns string, pods []corev1
 			continue
 		} else if err != nil {
 			if unread == nil {
-				unread = fmt.Errorf("%w: Secret %s, which the run's pods read, cannot be read to mask its values (%s)",
-					ErrUnmasked, name, apierrors.ReasonForError(err))
+				unread = fmt.Errorf("the run's pods read Secret %s, which cannot be read (%s): %w",
+					name, apierrors.ReasonForError(err), ErrUnmasked)
 			}
 			continue
 		}
@@ -272,9 +270,9 @@ func SecretMasker(ctx context.Context, c client.Reader, ns string, pods []corev1
 	return evidence.NewMasker(values...), unread
 }
 
-// ErrUnmasked: a Secret the pods read could not be read, so their logs
-// cannot be masked and are withheld.
-var ErrUnmasked = errors.New("the log is withheld")
+// ErrUnmasked: a Secret the pods read could not be read, so what the pods
+// wrote cannot be masked; what is served to a team is withheld.
+var ErrUnmasked = errors.New("its values cannot be masked")
 
 // SecretEnvValues are the literal values of variables whose names say they
 // hold a credential (WANDB_API_KEY: "..." written into the pod spec rather

@@ -99,7 +99,7 @@ func (t *Tokens) load(ctx context.Context) ([]apiToken, error) {
 // RepositoryNudger asks for an immediate poll of one repository, unless it
 // was asked less than spacing ago.
 type RepositoryNudger interface {
-	NudgeRepository(ctx context.Context, namespace, name string, spacing time.Duration) (bool, error)
+	NudgeRepository(ctx context.Context, namespace, name string, spacing time.Duration) error
 }
 
 // RunsAPI is the controller's HTTP API for researchers, who need no
@@ -321,12 +321,8 @@ func (a *RunsAPI) logs(w http.ResponseWriter, r *http.Request, ns string) {
 		return
 	}
 	mask, err := runs.SecretMasker(r.Context(), rd, ns, []corev1.Pod{*pod})
-	if errors.Is(err, runs.ErrUnmasked) {
-		a.failed(w, r, http.StatusForbidden, err.Error()+"; ask your platform team to let TauGrid read it", err)
-		return
-	}
 	if err != nil {
-		a.failed(w, r, http.StatusInternalServerError, "reading the run's secrets failed", err)
+		a.failed(w, r, http.StatusForbidden, "the log is withheld: "+err.Error()+"; ask your platform team to let TauGrid read it", err)
 		return
 	}
 	rc, err := logs.Logs(r.Context(), ns, pod.Name, opts)
@@ -382,7 +378,7 @@ func (a *RunsAPI) nudge(w http.ResponseWriter, r *http.Request, ns string) {
 			continue
 		}
 		found = true
-		if _, err := a.Nudger.NudgeRepository(r.Context(), repo.Namespace, repo.Name, repo.Spec.Interval.Duration); err != nil {
+		if err := a.Nudger.NudgeRepository(r.Context(), repo.Namespace, repo.Name, repo.Spec.Interval.Duration); err != nil {
 			a.failed(w, r, http.StatusInternalServerError, "nudging failed", err)
 			return
 		}

@@ -118,27 +118,26 @@ type AnnotationNudger struct {
 
 // Nudge implements gitsource.Nudger: the receiver's repository is polled.
 func (n *AnnotationNudger) Nudge(ctx context.Context, rcv gitsource.Receiver) error {
-	_, err := n.NudgeRepository(ctx, rcv.Namespace, rcv.Name, 0)
-	return err
+	return n.NudgeRepository(ctx, rcv.Namespace, rcv.Name, 0)
 }
 
 // NudgeRepository asks for one repository to be polled now, unless it was
 // nudged less than spacing ago: then the poll that nudge asked for, or the
 // next one at the repository's interval, sees what this one would, and
-// nothing is written (nudged false).
-func (n *AnnotationNudger) NudgeRepository(ctx context.Context, namespace, name string, spacing time.Duration) (nudged bool, err error) {
+// nothing is written.
+func (n *AnnotationNudger) NudgeRepository(ctx context.Context, namespace, name string, spacing time.Duration) error {
 	repo := &taugridv1.TauRepository{}
 	if err := n.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, repo); err != nil {
-		return false, client.IgnoreNotFound(err)
+		return client.IgnoreNotFound(err)
 	}
 	now := n.Clock.Now().UTC()
 	if last, err := time.Parse(time.RFC3339Nano, repo.Annotations[taugridv1.AnnotationNudge]); err == nil && spacing > 0 && now.Sub(last) < spacing {
-		return false, nil
+		return nil
 	}
 	patch := client.MergeFrom(repo.DeepCopy())
 	if repo.Annotations == nil {
 		repo.Annotations = map[string]string{}
 	}
 	repo.Annotations[taugridv1.AnnotationNudge] = now.Format(time.RFC3339Nano)
-	return true, client.IgnoreNotFound(n.Client.Patch(ctx, repo, patch))
+	return client.IgnoreNotFound(n.Client.Patch(ctx, repo, patch))
 }

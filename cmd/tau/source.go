@@ -366,10 +366,8 @@ func (k *kubeSource) Logs(ctx context.Context, id string, follow bool, tail int6
 	// runs on. The kubeconfig is the reader's own: a Secret it may not read
 	// is left unmasked, with a warning, as kubectl logs would show it all.
 	mask, err := runs.SecretMasker(ctx, rd, k.ns, []corev1.Pod{*pod})
-	if errors.Is(err, runs.ErrUnmasked) {
-		fmt.Fprintf(os.Stderr, "tau: warning: %v; its values are not masked below\n", strings.TrimPrefix(err.Error(), runs.ErrUnmasked.Error()+": "))
-	} else if err != nil {
-		return k.wrap(err)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "tau: warning: %v below\n", err)
 	}
 	rc, err := logs.Logs(ctx, k.ns, pod.Name, opts)
 	if err != nil {

@@ -105,7 +105,7 @@ func BenchmarkNudgeToRun(b *testing.B) {
 	for i := range n {
 		ref := f.research.runRef(fmt.Sprintf("b-%03d", i), "target: default\n")
 		start := time.Now()
-		if _, err := m.nudger.NudgeRepository(context.Background(), f.repo.Namespace, f.repo.Name, 0); err != nil {
+		if err := m.nudger.NudgeRepository(context.Background(), f.repo.Namespace, f.repo.Name, 0); err != nil {
 			b.Fatal(err)
 		}
 		created := seen.wait(b, ref, 30*time.Second)

@@ -188,7 +188,7 @@ func TestTheChartsRBACRunsAPlatformARepositoryAndARun(t *testing.T) {
 		return repo.Status.LastPollTime != nil
 	})
 	research.tag("run/rbac")
-	if _, err := nudger.NudgeRepository(ctx, repo.Namespace, repo.Name, 0); err != nil {
+	if err := nudger.NudgeRepository(ctx, repo.Namespace, repo.Name, 0); err != nil {
 		t.Fatalf("nudging as the controller: %v", err)
 	}
 	run := waitRunPhase(t, "rb-a", taugridv1.PhaseAdmitted, taugridv1.PhaseRunning)

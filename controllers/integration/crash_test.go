@@ -28,7 +28,7 @@ func TestRestartingTheControllerNeverDuplicatesOrLosesARun(t *testing.T) {
 	restarts := 0
 	for i := range runs {
 		f.research.runRef(fmt.Sprintf("c-%02d", i), "target: default\n")
-		if _, err := m.nudger.NudgeRepository(context.Background(), f.repo.Namespace, f.repo.Name, 0); err != nil {
+		if err := m.nudger.NudgeRepository(context.Background(), f.repo.Namespace, f.repo.Name, 0); err != nil {
 			t.Fatal(err)
 		}
 		if rng.Float64() < 0.2 {

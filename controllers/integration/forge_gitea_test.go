@@ -168,7 +168,7 @@ func TestFiftyRunsPushedAtOnceShowEachStateOnceOnGitea(t *testing.T) {
 	defer func() { m.stop() }()
 	start := time.Now()
 	commits := f.taggedCommits("many", 50)
-	if _, err := m.nudger.NudgeRepository(context.Background(), f.repo.Namespace, f.repo.Name, 0); err != nil {
+	if err := m.nudger.NudgeRepository(context.Background(), f.repo.Namespace, f.repo.Name, 0); err != nil {
 		t.Fatal(err)
 	}
 	restarted := false
@@ -409,7 +409,7 @@ func (fl *follower) latency(p taugridv1.RunPhase) (time.Duration, bool) {
 // nudge asks the manager to poll the fixture's repository now.
 func (f *giteaFixture) nudge(tb testing.TB, m *runningManager) {
 	tb.Helper()
-	if _, err := m.nudger.NudgeRepository(context.Background(), f.repo.Namespace, f.repo.Name, 0); err != nil {
+	if err := m.nudger.NudgeRepository(context.Background(), f.repo.Namespace, f.repo.Name, 0); err != nil {
 		tb.Fatal(err)
 	}
 }

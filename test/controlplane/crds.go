@@ -15,6 +15,13 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
+// crdCreateTries bounds the creations of one CRD the API server answers
+// busy (applyCRD).
+const crdCreateTries = 5
+
+// crdRetryWait grows by itself between those creations.
+var crdRetryWait = time.Second
+
 // InstallCRDs creates (or updates) crds, all at once, and waits until the API
 // server serves each of their versions, i.e. until they are Established. Creating
 // them in parallel roughly halves the time: the API server's work on each large
@@ -40,9 +47,22 @@ func InstallCRDs(cfg *rest.Config, crds []*apiextensionsv1.CustomResourceDefinit
 	return nil
 }
 
-// applyCRD creates crd, or replaces the spec of the one that exists.
+// applyCRD creates crd, or replaces the spec of the one that exists. On a
+// loaded machine the API server may answer a large CRD's creation with a
+// timeout (504, after its own minute) or "too busy", having created it or
+// not: the creation is asked again, a few times, and one that did happen
+// shows as AlreadyExists and is updated to the same spec.
 func applyCRD(ctx context.Context, c client.Client, crd *apiextensionsv1.CustomResourceDefinition) error {
-	err := c.Create(ctx, crd.DeepCopy())
+	var err error
+	busy := func(err error) bool {
+		return apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err) || apierrors.IsTooManyRequests(err) || apierrors.IsServiceUnavailable(err)
+	}
+	for try := 0; try < crdCreateTries; try++ {
+		if err = c.Create(ctx, crd.DeepCopy()); !busy(err) {
+			break
+		}
+		time.Sleep(time.Duration(try+1) * crdRetryWait)
+	}
 	if !apierrors.IsAlreadyExists(err) {
 		if err != nil {
 			return fmt.Errorf("creating CRD %s: %w", crd.Name, err)

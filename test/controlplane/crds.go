@@ -40,7 +40,8 @@ func InstallCRDs(cfg *rest.Config, crds []*apiextensionsv1.CustomResourceDefinit
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	opts := envtest.CRDInstallOptions{MaxTime: 60 * time.Second, PollInterval: 50 * time.Millisecond}
+	// A ceiling, not a wait: on a quiet machine they are served in seconds.
+	opts := envtest.CRDInstallOptions{MaxTime: 2 * time.Minute, PollInterval: 50 * time.Millisecond}
 	if err := envtest.WaitForCRDs(cfg, crds, opts); err != nil {
 		return fmt.Errorf("waiting for CRDs to be served: %w", err)
 	}

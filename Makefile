@@ -9,6 +9,9 @@ GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(TOOLS)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 CONTROLLER_GEN_VERSION := v0.23.0
 CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
+# The real cosign CLI: the evidence tests verify attestations with it, offline.
+COSIGN_VERSION := v3.1.3
+COSIGN := $(TOOLS)/cosign-$(COSIGN_VERSION)
 
 .DEFAULT_GOAL := help
 
@@ -73,8 +76,8 @@ testbin: ## Build (or reuse) the real control-plane binaries, cached outside the
 	@hack/testbin.sh >/dev/null
 
 .PHONY: test
-test: testbin ## Run every test (unit, integration on the real API server and Kueue) with -race
-	TAU_TESTBIN=$$(hack/testbin.sh --dir) $(GO) test -race -count=1 -timeout 30m ./...
+test: testbin $(COSIGN) ## Run every test (unit, integration on the real API server and Kueue, attestations with the real cosign) with -race
+	TAU_TESTBIN=$$(hack/testbin.sh --dir) TAU_COSIGN=$(COSIGN) $(GO) test -race -count=1 -timeout 30m ./...
 
 .PHONY: test-unit
 test-unit: ## Run the fast tests only (no control plane)
@@ -119,6 +122,15 @@ $(CONTROLLER_GEN):
 	@mkdir -p $(TOOLS)
 	GOBIN=$(TOOLS) $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
 	@mv $(TOOLS)/controller-gen $@
+
+.PHONY: cosign
+cosign: $(COSIGN) ## Build (or reuse) the real cosign CLI the tests verify attestations with, and print its path
+	@echo $(COSIGN)
+
+$(COSIGN):
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) $(GO) install github.com/sigstore/cosign/v3/cmd/cosign@$(COSIGN_VERSION)
+	@mv $(TOOLS)/cosign $@
 
 $(GOLANGCI_LINT):
 	@mkdir -p $(TOOLS)

@@ -50,13 +50,18 @@ func TestASignedLinkOpensItsRunAndItsBlobsOnly(t *testing.T) {
 		t.Fatalf("GET the signed link = %d, %v, %d bundles; want 200 and the run's page", code, err, len(v.Bundles))
 	}
 	b := v.Bundles[0]
-	for _, path := range append([]string{b.Manifest}, b.Artifacts[0].URL, b.Artifacts[len(b.Artifacts)-1].URL) {
+	if b.Attestation == "" || v.SigningKey == nil {
+		t.Fatalf("the page links no attestation (%q) or no signing key (%+v)", b.Attestation, v.SigningKey)
+	}
+	for _, path := range append([]string{b.Manifest, b.Attestation, v.SigningKey.URL}, b.Artifacts[0].URL, b.Artifacts[len(b.Artifacts)-1].URL) {
 		if code, _, _ := getAs(t, srv.URL+path, "", ""); code != http.StatusOK || !strings.Contains(path, "sig=") {
 			t.Errorf("GET %s, linked from the page = %d, want 200 through the link's capability", path, code)
 		}
 	}
 	if code, html, _ := getAs(t, link, "", ""); code != http.StatusOK || !strings.Contains(html, "sig=") {
 		t.Errorf("the HTML page = %d, links carry the capability: %v", code, strings.Contains(html, "sig="))
+	} else if !strings.Contains(html, v.SigningKey.Fingerprint) || !strings.Contains(html, "BEGIN PUBLIC KEY") {
+		t.Errorf("the HTML page shows no signing key and fingerprint %s", v.SigningKey.Fingerprint)
 	}
 
 	u, _ := url.Parse(link)
@@ -66,14 +71,16 @@ func TestASignedLinkOpensItsRunAndItsBlobsOnly(t *testing.T) {
 	longer := url.Values{paramExpires: {"99999999999"}, paramSig: {q.Get(paramSig)}}.Encode()
 	expired := testLinks.Query("team-a", "research-1a2b", pageNow.Add(-time.Second))
 	for name, target := range map[string]string{
-		"a tampered signature":             "/runs/team-a/research-1a2b?" + tamperedSig,
-		"a lengthened expiry":              "/runs/team-a/research-1a2b?" + longer,
-		"an expired link":                  "/runs/team-a/research-1a2b?" + expired,
-		"the link on another run":          "/runs/team-a/research-9z?" + u.RawQuery,
-		"the link on another run's JSON":   "/runs/team-a/research-9z.json?" + u.RawQuery,
-		"the link on another run's bundle": "/runs/team-a/research-9z/bundles/1.json?" + u.RawQuery,
-		"the link on another team's blob":  "/runs/team-b/research-1a2b/blobs/" + blob + "?" + u.RawQuery,
-		"an empty signature":               "/runs/team-a/research-1a2b?expires=99999999999&sig=",
+		"a tampered signature":                  "/runs/team-a/research-1a2b?" + tamperedSig,
+		"a lengthened expiry":                   "/runs/team-a/research-1a2b?" + longer,
+		"an expired link":                       "/runs/team-a/research-1a2b?" + expired,
+		"the link on another run":               "/runs/team-a/research-9z?" + u.RawQuery,
+		"the link on another run's JSON":        "/runs/team-a/research-9z.json?" + u.RawQuery,
+		"the link on another run's bundle":      "/runs/team-a/research-9z/bundles/1.json?" + u.RawQuery,
+		"the link on another run's attestation": "/runs/team-a/research-9z/attestations/1.json?" + u.RawQuery,
+		"the link on another run's key":         "/runs/team-a/research-9z/cosign.pub?" + u.RawQuery,
+		"the link on another team's blob":       "/runs/team-b/research-1a2b/blobs/" + blob + "?" + u.RawQuery,
+		"an empty signature":                    "/runs/team-a/research-1a2b?expires=99999999999&sig=",
 	} {
 		code, body, _ := getAs(t, srv.URL+target, "application/json", "")
 		if code != http.StatusForbidden || strings.Contains(body, "research") || strings.Contains(body, "epoch") {
@@ -99,7 +106,8 @@ func flip(sig string) string {
 func TestEverythingElseNeedsTheTeamsToken(t *testing.T) {
 	srv, st := pageServer(t, liveRuns{"team-a/research-1a2b": {Run: liveRun("research-1a2b", taugridv1.PhaseSucceeded)}})
 	m, _, _ := Load(context.Background(), st, Key{Namespace: "team-a", Run: "research-1a2b", Attempt: 1})
-	paths := []string{"/runs/team-a/research-1a2b", "/runs/team-a/research-1a2b.json", "/runs/team-a/research-1a2b/bundles/1.json"}
+	paths := []string{"/runs/team-a/research-1a2b", "/runs/team-a/research-1a2b.json", "/runs/team-a/research-1a2b/bundles/1.json",
+		"/runs/team-a/research-1a2b/attestations/1.json", "/runs/team-a/research-1a2b/cosign.pub"}
 	for _, a := range m.Artifacts {
 		paths = append(paths, "/runs/team-a/research-1a2b/blobs/"+a.SHA256) // the tau file, policy, manifests, logs
 	}

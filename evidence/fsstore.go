@@ -61,6 +61,16 @@ func (s *FileStore) Manifest(_ context.Context, key Key) ([]byte, error) {
 	return s.read(key.Path())
 }
 
+// PutAttestation writes a bundle's attestation, atomically.
+func (s *FileStore) PutAttestation(_ context.Context, key Key, envelope []byte) error {
+	return s.writeAtomic(key.AttestationPath(), envelope)
+}
+
+// Attestation reads a bundle's attestation.
+func (s *FileStore) Attestation(_ context.Context, key Key) ([]byte, error) {
+	return s.read(key.AttestationPath())
+}
+
 // Manifests lists sealed bundles of one run, or all.
 func (s *FileStore) Manifests(_ context.Context, namespace, run string) ([]Entry, error) {
 	dir := "bundles"
@@ -99,6 +109,12 @@ func (s *FileStore) read(p string) ([]byte, error) {
 // writeAtomic writes to a temporary file and renames it into place, so a
 // reader never sees half a file and a full disk leaves nothing behind.
 func (s *FileStore) writeAtomic(p string, data []byte) error {
+	return s.place(p, data, os.Rename)
+}
+
+// place writes data to a temporary file beside p's place and moves it
+// there with move (a rename, or a link that fails when the name is taken).
+func (s *FileStore) place(p string, data []byte, move func(tmp, dst string) error) error {
 	dst := s.abs(p)
 	if err := os.MkdirAll(filepath.Dir(dst), 0o750); err != nil {
 		return err
@@ -107,7 +123,7 @@ func (s *FileStore) writeAtomic(p string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	defer func() { _ = os.Remove(tmp.Name()) }() // gone after the rename
+	defer func() { _ = os.Remove(tmp.Name()) }() // gone after a rename; a link leaves the name in place
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		return err
@@ -115,7 +131,7 @@ func (s *FileStore) writeAtomic(p string, data []byte) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), dst)
+	return move(tmp.Name(), dst)
 }
 
 func (s *FileStore) walk(dir string, keep func(string) bool) ([]Entry, error) {

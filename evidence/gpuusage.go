@@ -1,6 +1,7 @@
 package evidence
 
 import (
+	"slices"
 	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
@@ -12,6 +13,8 @@ type GPUUsage struct {
 	// Summary is the run's one line, e.g. "8 GPUs, 91% busy over the last 10 min".
 	Summary string `json:"summary"`
 	GPUs    int    `json:"gpus"`
+	// UUIDs are the GPUs the attempt's pods were seen holding, by NVML UUID.
+	UUIDs []string `json:"uuids,omitempty"`
 	// Idle: the GPUs stayed under the platform's idle threshold for its
 	// idle time, from IdleSince.
 	Idle      bool       `json:"idle,omitempty"`
@@ -36,7 +39,7 @@ func GPUUsageOf(u *taugridv1.GPUUsage) *GPUUsage {
 	if u == nil {
 		return nil
 	}
-	out := &GPUUsage{Summary: u.Summary, GPUs: int(u.GPUs), Idle: u.Idle,
+	out := &GPUUsage{Summary: u.Summary, GPUs: int(u.GPUs), UUIDs: slices.Clone(u.UUIDs), Idle: u.Idle,
 		SeriesStart: u.Series.Start.UTC(), StepMinutes: int(u.Series.StepMinutes)}
 	if u.IdleSince != nil {
 		t := u.IdleSince.UTC()

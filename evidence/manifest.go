@@ -48,7 +48,16 @@ func (k Key) Path() string {
 	return fmt.Sprintf("bundles/%s/%s/%d.json", k.Namespace, k.Run, k.Attempt)
 }
 
+// AttestationPath is the place of the bundle's signed attestation, next
+// to its manifest.
+func (k Key) AttestationPath() string {
+	return fmt.Sprintf("bundles/%s/%s/%d.intoto.json", k.Namespace, k.Run, k.Attempt)
+}
+
 func (k Key) String() string { return fmt.Sprintf("%s/%s#%d", k.Namespace, k.Run, k.Attempt) }
+
+// KeyOfPath reads a key from a manifest's store path (Key.Path).
+func KeyOfPath(p string) (Key, bool) { return parseKeyPath(p) }
 
 // parseKeyPath is the inverse of Key.Path.
 func parseKeyPath(p string) (Key, bool) {
@@ -140,6 +149,9 @@ type Sealed struct {
 	// Raw is the manifest as stored; its digest identifies the bundle.
 	Raw   []byte
 	Blobs map[string][]byte // by hex sha256
+	// Attestation is the bundle's signed in-toto statement (Attest), a
+	// DSSE envelope; nil for a bundle sealed unsigned.
+	Attestation []byte
 }
 
 // Digest is the bundle's identity: sha256 of its manifest.

@@ -47,6 +47,22 @@ type Trigger struct {
 	// Signature is the signature check the run recorded (SignatureOf):
 	// who signed with which key, why it was refused, or "not checked".
 	Signature string `json:"signature"`
+	// Signer is who signed the ref, when the signature verified; nil when
+	// the repository requires no signature.
+	Signer *Signer `json:"signer,omitempty"`
+}
+
+// Signer is the verified signature of a run's ref, from the run's status.
+type Signer struct {
+	// Method is ssh or openpgp.
+	Method string `json:"method"`
+	// Principal is the allowed_signers principal (SSH) or the key's user ID
+	// (OpenPGP).
+	Principal string `json:"principal"`
+	// Fingerprint is the signing key's: SHA256:... for SSH, hex for OpenPGP.
+	Fingerprint string `json:"fingerprint"`
+	// Object is what was signed: "tag <sha>" or "commit <sha>".
+	Object string `json:"object"`
 }
 
 // Inputs are the digests of what the run was made from.
@@ -91,6 +107,18 @@ type KueueTimeline struct {
 	// Flavors assigned, "podset/resource" to flavor.
 	Flavors    map[string]string `json:"flavors,omitempty"`
 	Conditions []Condition       `json:"conditions,omitempty"`
+	// AdmissionChecks are the Workload's admission checks as the attempt
+	// ended: each check's state and message, in name order.
+	AdmissionChecks []AdmissionCheck `json:"admission_checks,omitempty"`
+}
+
+// AdmissionCheck is one of Kueue's admission checks on a Workload.
+type AdmissionCheck struct {
+	Name string `json:"name"`
+	// State is Pending, Ready, Retry or Rejected.
+	State   string    `json:"state"`
+	Message string    `json:"message,omitempty"`
+	Time    time.Time `json:"time"`
 }
 
 // Condition is a condition with the time it last changed.
@@ -113,7 +141,11 @@ type PodRecord struct {
 
 // ContainerRecord is one container's end.
 type ContainerRecord struct {
-	Name     string     `json:"name"`
+	Name string `json:"name"`
+	// Image is the image the container ran, as the pod names it; ImageID
+	// is what the node resolved it to (repository@sha256:...), once pulled.
+	Image    string     `json:"image,omitempty"`
+	ImageID  string     `json:"image_id,omitempty"`
 	Init     bool       `json:"init,omitempty"`
 	ExitCode *int32     `json:"exit_code,omitempty"`
 	Reason   string     `json:"reason,omitempty"`

@@ -68,6 +68,11 @@ func Prune(ctx context.Context, s Store, r Retention, now time.Time) (bundles, b
 			if err := s.Delete(ctx, e.Path); err != nil {
 				return bundles, 0, err
 			}
+			if k, ok := parseKeyPath(e.Path); ok {
+				if err := s.Delete(ctx, k.AttestationPath()); err != nil {
+					return bundles, 0, err
+				}
+			}
 			bundles++
 		}
 	}

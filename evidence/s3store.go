@@ -109,6 +109,18 @@ func (s *S3Store) Manifest(ctx context.Context, key Key) ([]byte, error) {
 	return s.get(ctx, key.Path())
 }
 
+// PutAttestation uploads a bundle's attestation.
+func (s *S3Store) PutAttestation(ctx context.Context, key Key, envelope []byte) error {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.put(ctx, key.AttestationPath(), envelope, MediaJSON)
+}
+
+// Attestation downloads a bundle's attestation.
+func (s *S3Store) Attestation(ctx context.Context, key Key) ([]byte, error) {
+	return s.get(ctx, key.AttestationPath())
+}
+
 // Manifests lists sealed bundles of one run, or all.
 func (s *S3Store) Manifests(ctx context.Context, namespace, run string) ([]Entry, error) {
 	prefix := "bundles/"

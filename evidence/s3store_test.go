@@ -76,3 +76,65 @@ func TestAnUnreachableS3StoreFailsFastWithoutItsCredentials(t *testing.T) {
 		t.Errorf("the error names the credentials: %v", err)
 	}
 }
+
+// TestBothStoresKeepTheAttestationNextToItsBundleAndPruneItWithIt: in a
+// directory and in S3, a sealed bundle's attestation is stored beside its
+// manifest, verifies through the store, is no bundle itself, and goes
+// when retention prunes the bundle.
+func TestBothStoresKeepTheAttestationNextToItsBundleAndPruneItWithIt(t *testing.T) {
+	_, o := s3Server(t)
+	s3, err := NewS3Store(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs, _ := NewFileStore(t.TempDir())
+	signer, pub := testAttestationKey(t)
+	for name, st := range map[string]Store{"S3": s3, "directory": fs} {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			var keys []Key
+			for n := 1; n <= 2; n++ {
+				key := Key{Namespace: "team-a", Run: "research-1a2b", Attempt: n}
+				sealed, err := exampleBundle(t, key, "x\n").Seal(sealTime)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sealed.Attestation, err = Attest(ctx, sealed, signer); err != nil {
+					t.Fatal(err)
+				}
+				if err := Write(ctx, st, sealed); err != nil {
+					t.Fatal(err)
+				}
+				keys = append(keys, key)
+			}
+			raw, _ := st.Manifest(ctx, keys[1])
+			env, err := st.Attestation(ctx, keys[1])
+			if err != nil {
+				t.Fatalf("no attestation beside %s: %v", keys[1].Path(), err)
+			}
+			if r := VerifyAttested(ctx, raw, st, env, pub); !r.OK() {
+				t.Errorf("verify through the store: %v", r.Problems)
+			}
+			if entries, _ := st.Manifests(ctx, "", ""); len(entries) != 2 {
+				t.Errorf("bundles %+v, want the two manifests and no attestation", entries)
+			}
+			if n, _, err := Prune(ctx, st, Retention{KeepLast: 1}, time.Now()); err != nil || n != 1 {
+				t.Fatalf("prune last=1 = %d, %v", n, err)
+			}
+			kept := 0
+			for _, k := range keys {
+				_, mErr := st.Manifest(ctx, k)
+				_, aErr := st.Attestation(ctx, k)
+				if (mErr == nil) != (aErr == nil) {
+					t.Errorf("%s: manifest %v, attestation %v: want both or neither", k, mErr, aErr)
+				}
+				if mErr == nil {
+					kept++
+				}
+			}
+			if kept != 1 {
+				t.Errorf("%d bundles kept, want 1", kept)
+			}
+		})
+	}
+}

@@ -70,6 +70,8 @@ type RunSource interface {
 //	GET /runs/<namespace>/<name>.json         the same data as JSON
 //	GET /runs/<namespace>/<name>/bundles/<n>.json   a sealed manifest, as stored
 //	GET /runs/<namespace>/<name>/blobs/<sha256>     an artifact of one of the run's bundles
+//	GET /runs/<namespace>/<name>/attestations/<n>.json   a bundle's signed in-toto attestation
+//	GET /runs/<namespace>/<name>/cosign.pub         the public key the attestations verify with
 type Server struct {
 	Store Store
 	// Runs reads live runs; nil serves sealed evidence only.
@@ -80,11 +82,20 @@ type Server struct {
 	Links *Links
 	// Tokens checks teams' API tokens; nil accepts none.
 	Tokens TokenNamespaces
+	// PublicKey gives the key that signs attestations, for the page to
+	// show; nil shows none.
+	PublicKey PublicKeySource
 
 	cache sync.Map // Key -> *Loaded: sealed bundles never change
 	pages sync.Map // pageKey -> rendered page of a finished or gone run
 	mu    sync.Mutex
 	sizes map[*sync.Map]int // entries per cache, approximately
+}
+
+// PublicKeySource gives the attestations' public key (PKIX PEM) and its
+// fingerprint.
+type PublicKeySource interface {
+	PublicKey(ctx context.Context) (pem []byte, fingerprint string, err error)
 }
 
 // maxCached bounds the bundle cache; past it the cache starts over.
@@ -98,6 +109,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /runs/{ns}/{name}", s.guard(s.servePage))
 	mux.HandleFunc("GET /runs/{ns}/{name}/bundles/{file}", s.guard(s.serveManifest))
 	mux.HandleFunc("GET /runs/{ns}/{name}/blobs/{digest}", s.guard(s.serveBlob))
+	mux.HandleFunc("GET /runs/{ns}/{name}/attestations/{file}", s.guard(s.serveAttestation))
+	mux.HandleFunc("GET /runs/{ns}/{name}/cosign.pub", s.guard(s.servePublicKey))
 	return securityHeaders(mux)
 }
 
@@ -147,14 +160,22 @@ func (s *Server) page(ctx context.Context, ns, name string, asJSON bool, link st
 	if err != nil {
 		return nil, err
 	}
+	signing, err := s.signingKey(ctx, ns, name)
+	if err != nil { // the evidence is still there to read: the page shows no key
+		s.Log.Error(err, "reading the attestation key for the evidence page")
+		signing = &SigningKey{}
+	}
 	key := ""
 	if live == nil || final(live.Run.Status.Phase) {
-		key = pageKey(ns, name, asJSON, live, bundles) + " " + link
+		key = pageKey(ns, name, asJSON, live, bundles) + " " + signing.Fingerprint + " " + link
 		if b, ok := s.pages.Load(key); ok {
 			return b.([]byte), nil
 		}
 	}
 	v := BuildView(live, bundles, &Masker{}, s.now())
+	if signing.Fingerprint != "" {
+		v.SigningKey = signing
+	}
 	v.carry(link)
 	var buf bytes.Buffer
 	if asJSON {
@@ -278,6 +299,12 @@ func LoadBundle(ctx context.Context, st Store, k Key) (*Loaded, error) {
 		return nil, err
 	}
 	l := &Loaded{Manifest: m, Digest: "sha256:" + digestOf(raw), Logs: map[string][]byte{}}
+	switch _, err := st.Attestation(ctx, k); {
+	case err == nil:
+		l.Attested = true
+	case !errors.Is(err, ErrNotFound):
+		return nil, err
+	}
 	for _, a := range m.Artifacts {
 		if a.Name != ArtifactRecord && !strings.HasPrefix(a.Name, PrefixLogs) {
 			continue
@@ -311,6 +338,51 @@ func (s *Server) serveManifest(w http.ResponseWriter, r *http.Request, _ grant) 
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(raw)
+}
+
+// signingKey is the attestations' public key, with its page-relative URL;
+// empty when the page has no key source.
+func (s *Server) signingKey(ctx context.Context, ns, name string) (*SigningKey, error) {
+	if s.PublicKey == nil {
+		return &SigningKey{}, nil
+	}
+	pem, fp, err := s.PublicKey.PublicKey(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &SigningKey{PublicKey: string(pem), Fingerprint: fp, URL: "/runs/" + ns + "/" + name + "/cosign.pub"}, nil
+}
+
+// serveAttestation serves a bundle's attestation, as stored.
+func (s *Server) serveAttestation(w http.ResponseWriter, r *http.Request, _ grant) {
+	ns, name := r.PathValue("ns"), r.PathValue("name")
+	n, err := strconv.Atoi(strings.TrimSuffix(r.PathValue("file"), ".json"))
+	if err != nil || !dnsLabel.MatchString(ns) || !dnsLabel.MatchString(name) {
+		http.NotFound(w, r)
+		return
+	}
+	env, err := s.Store.Attestation(r.Context(), Key{Namespace: ns, Run: name, Attempt: n})
+	if s.storeError(w, r, err) {
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(env)
+}
+
+// servePublicKey serves the key the attestations verify with, as a file
+// for cosign --key.
+func (s *Server) servePublicKey(w http.ResponseWriter, r *http.Request, _ grant) {
+	k, err := s.signingKey(r.Context(), r.PathValue("ns"), r.PathValue("name"))
+	switch {
+	case err != nil:
+		s.Log.Error(err, "reading the attestation key")
+		http.Error(w, "the attestation key cannot be read; try again shortly", http.StatusServiceUnavailable)
+	case k.PublicKey == "":
+		http.NotFound(w, r)
+	default:
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte(k.PublicKey))
+	}
 }
 
 // serveBlob serves an artifact only through a run whose bundle names it.

@@ -49,9 +49,19 @@ func pageServer(t testing.TB, runs liveRuns) (*httptest.Server, Store) {
 	t.Helper()
 	st, _ := NewFileStore(t.TempDir())
 	key := Key{Namespace: "team-a", Run: "research-1a2b", Attempt: 1}
-	sealInto(t, st, exampleBundle(t, key, "epoch 1 loss 0.31\nepoch 2 loss 0.12\ndone, HF_TOKEN=****\n"))
+	signer, _ := testAttestationKey(t)
+	sealed, err := exampleBundle(t, key, "epoch 1 loss 0.31\nepoch 2 loss 0.12\ndone, HF_TOKEN=****\n").Seal(sealTime)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sealed.Attestation, err = Attest(context.Background(), sealed, signer); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(context.Background(), st, sealed); err != nil {
+		t.Fatal(err)
+	}
 	s := &Server{Store: st, Runs: runs, Now: func() time.Time { return sealTime.Add(41 * time.Minute) },
-		Links: testLinks, Tokens: teamTokens}
+		Links: testLinks, Tokens: teamTokens, PublicKey: signer}
 	srv := httptest.NewServer(s.Handler())
 	t.Cleanup(srv.Close)
 	return srv, st

@@ -32,6 +32,11 @@ type Store interface {
 	PutManifest(ctx context.Context, key Key, raw []byte) error
 	// Manifest reads a sealed bundle's manifest.
 	Manifest(ctx context.Context, key Key) ([]byte, error)
+	// PutAttestation stores a bundle's attestation before its manifest
+	// seals it; a retry before the seal replaces it.
+	PutAttestation(ctx context.Context, key Key, envelope []byte) error
+	// Attestation reads a bundle's attestation.
+	Attestation(ctx context.Context, key Key) ([]byte, error)
 	// Manifests lists sealed bundles, of one run when namespace and run are
 	// given, else all.
 	Manifests(ctx context.Context, namespace, run string) ([]Entry, error)
@@ -48,12 +53,18 @@ type Entry struct {
 	Modified time.Time
 }
 
-// Write stores a sealed bundle: blobs first, the manifest last, so a
-// manifest never names a missing blob.
+// Write stores a sealed bundle: blobs and the attestation first, the
+// manifest last, so a manifest never names a missing blob and a sealed
+// bundle has its attestation.
 func Write(ctx context.Context, s Store, b *Sealed) error {
 	for _, name := range slices.Sorted(maps.Keys(b.Blobs)) {
 		if err := s.PutBlob(ctx, name, b.Blobs[name]); err != nil {
 			return fmt.Errorf("storing evidence of %s: %w", b.Manifest.Key, err)
+		}
+	}
+	if b.Attestation != nil {
+		if err := s.PutAttestation(ctx, b.Manifest.Key, b.Attestation); err != nil {
+			return fmt.Errorf("storing the attestation of %s: %w", b.Manifest.Key, err)
 		}
 	}
 	if err := s.PutManifest(ctx, b.Manifest.Key, b.Raw); err != nil {

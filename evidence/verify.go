@@ -63,8 +63,13 @@ type Report struct {
 	// Checked counts artifacts whose digest matched.
 	Checked    int  `json:"checked"`
 	Reproduced bool `json:"reproduced"`
+	// Attestation is what the attestation's check found; nil when it was
+	// not checked or did not verify.
+	Attestation *AttestationReport `json:"attestation,omitempty"`
 	// Problems are mismatches and missing artifacts; empty means verified.
 	Problems []string `json:"problems,omitempty"`
+	// Notes say what was not checked, and why.
+	Notes []string `json:"notes,omitempty"`
 }
 
 // OK says whether the bundle verified.
@@ -77,11 +82,35 @@ func (r *Report) problem(format string, args ...any) {
 // Verify recomputes the digest of every artifact of a sealed manifest and
 // re-renders its manifests from its recorded inputs, byte for byte.
 func Verify(ctx context.Context, raw []byte, blobs BlobReader) *Report {
+	r, _, _ := verify(ctx, raw, blobs)
+	return r
+}
+
+// VerifyAttested verifies a bundle as Verify does, and its attestation
+// (a DSSE envelope; nil when the store has none) against key.
+func VerifyAttested(ctx context.Context, raw []byte, blobs BlobReader, envelope []byte, key *PublicKey) *Report {
+	r, m, content := verify(ctx, raw, blobs)
+	switch {
+	case m == nil || len(r.Problems) > 0:
+		r.problem("attestation: not checked, the bundle does not verify")
+	case envelope == nil:
+		r.problem("attestation: %v", ErrNoAttestation)
+	default:
+		a, err := verifyAttestation(ctx, envelope, key, m, raw, content)
+		if err != nil {
+			r.problem("attestation: %v", err)
+		}
+		r.Attestation = a
+	}
+	return r
+}
+
+func verify(ctx context.Context, raw []byte, blobs BlobReader) (*Report, *Manifest, map[string][]byte) {
 	r := &Report{Digest: "sha256:" + digestOf(raw)}
 	m, err := ParseManifest(raw)
 	if err != nil {
 		r.problem("%v", err)
-		return r
+		return r, nil, nil
 	}
 	r.Key = m.Key
 	content := map[string][]byte{}
@@ -100,7 +129,7 @@ func Verify(ctx context.Context, raw []byte, blobs BlobReader) *Report {
 	if len(r.Problems) == 0 {
 		r.reproduce(content)
 	}
-	return r
+	return r, m, content
 }
 
 // reproduce re-renders the attempt and compares with manifests.yaml.

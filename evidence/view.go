@@ -40,7 +40,19 @@ type View struct {
 	Wait     *Wait         `json:"wait,omitempty"`
 	Attempts []AttemptView `json:"attempts"`
 	Bundles  []BundleRef   `json:"bundles"`
-	At       time.Time     `json:"generated_at"`
+	// SigningKey is the key that signs the bundles' attestations; nil when
+	// the page does not know it.
+	SigningKey *SigningKey `json:"signing_key,omitempty"`
+	At         time.Time   `json:"generated_at"`
+}
+
+// SigningKey is the public key auditors verify attestations with.
+type SigningKey struct {
+	// PublicKey is PKIX PEM, the cosign.pub of cosign --key.
+	PublicKey   string `json:"public_key"`
+	Fingerprint string `json:"fingerprint"`
+	// URL is the page-relative path of the key as a file.
+	URL string `json:"url"`
 }
 
 // TimelineEntry is one phase, with its duration in words.
@@ -88,8 +100,11 @@ type BundleRef struct {
 	SealedAt time.Time `json:"sealed_at"`
 	Outcome  string    `json:"outcome"`
 	// Manifest is the page-relative path of the raw manifest.
-	Manifest  string         `json:"manifest"`
-	Artifacts []ArtifactLink `json:"artifacts"`
+	Manifest string `json:"manifest"`
+	// Attestation is the page-relative path of its signed in-toto
+	// attestation (a DSSE envelope); "" when it was sealed without one.
+	Attestation string         `json:"attestation,omitempty"`
+	Artifacts   []ArtifactLink `json:"artifacts"`
 }
 
 // ArtifactLink is an artifact and where the page serves it.
@@ -104,6 +119,8 @@ type Loaded struct {
 	Digest   string
 	Record   *Record
 	Logs     map[string][]byte // by artifact name
+	// Attested says the store holds the bundle's attestation.
+	Attested bool
 }
 
 // Live is the run as the cluster has it now.
@@ -218,9 +235,15 @@ func (v *View) carry(link string) {
 	if link == "" {
 		return
 	}
+	if v.SigningKey != nil {
+		v.SigningKey.URL += "?" + link
+	}
 	for i := range v.Bundles {
 		b := &v.Bundles[i]
 		b.Manifest += "?" + link
+		if b.Attestation != "" {
+			b.Attestation += "?" + link
+		}
 		for j := range b.Artifacts {
 			b.Artifacts[j].URL += "?" + link
 		}
@@ -232,6 +255,9 @@ func (v *View) addBundle(b *Loaded) {
 	base := "/runs/" + k.Namespace + "/" + k.Run
 	ref := BundleRef{Key: k, Digest: b.Digest, SealedAt: b.Manifest.SealedAt, Outcome: b.Manifest.Outcome,
 		Manifest: base + "/bundles/" + strconv.Itoa(k.Attempt) + ".json"}
+	if b.Attested {
+		ref.Attestation = base + "/attestations/" + strconv.Itoa(k.Attempt) + ".json"
+	}
 	for _, a := range b.Manifest.Artifacts {
 		ref.Artifacts = append(ref.Artifacts, ArtifactLink{Artifact: a, URL: base + "/blobs/" + a.SHA256})
 	}
@@ -263,7 +289,16 @@ func (v *View) addBundle(b *Loaded) {
 // records.
 func TriggerOf(r *taugridv1.TauRun) Trigger {
 	return Trigger{Kind: string(r.Spec.Trigger.Kind), Ref: r.Spec.Trigger.Ref, Requester: r.Spec.Trigger.Requester,
-		Overrides: maps.Clone(r.Spec.Trigger.Overrides), Signature: SignatureOf(r.Status.Signature)}
+		Overrides: maps.Clone(r.Spec.Trigger.Overrides), Signature: SignatureOf(r.Status.Signature), Signer: SignerOf(r.Status.Signature)}
+}
+
+// SignerOf is who signed the run's ref with which key; nil unless the
+// signature verified.
+func SignerOf(s *taugridv1.SignatureStatus) *Signer {
+	if s == nil || !s.Verified {
+		return nil
+	}
+	return &Signer{Method: s.Method, Principal: s.Principal, Fingerprint: s.Fingerprint, Object: s.Object}
 }
 
 // SignatureOf says in one line who signed what the run ran, or why it was

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -74,6 +75,21 @@ func ExplainWait(wl *kueue.Workload, q QueueState) Explanation {
 	cq := "queue " + string(wl.Spec.QueueName)
 	if q.ClusterQueue != nil {
 		cq = q.ClusterQueue.Name
+	}
+	if why := wl.Annotations[taugridv1.AnnotationAdmissionRefusal]; why != "" {
+		// TauGrid's check refused it: Kueue deactivated it for good.
+		return explanation(WaitInfeasible, "cannot run: "+firstLine(why), q, why)
+	}
+	for _, ac := range wl.Status.AdmissionChecks {
+		// Kueue deactivates a workload an admission check rejects: it is
+		// never admitted, whatever the queue does.
+		if ac.State == kueue.CheckStateRejected {
+			why := "admission check " + string(ac.Name) + " refused it"
+			if ac.Message != "" {
+				why = firstLine(ac.Message)
+			}
+			return explanation(WaitInfeasible, "cannot run: "+why, q, ac.Message)
+		}
 	}
 	reserved := meta.FindStatusCondition(wl.Status.Conditions, kueue.WorkloadQuotaReserved)
 	if reserved != nil && reserved.Status == metav1.ConditionTrue {

@@ -1,6 +1,7 @@
 package runs
 
 import (
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"strings"
 	"testing"
 	"time"
@@ -75,6 +76,30 @@ func TestAdmissionChecksAreNamed(t *testing.T) {
 	ex := ExplainWait(wl, QueueState{ClusterQueue: teamQueue("8", "8", "8", "0")})
 	if want := "quota reserved in team-a; waiting for admission checks: provisioning"; ex.Kind != WaitAdmissionChecks || ex.Short != want {
 		t.Errorf("got %s %q, want %q", ex.Kind, ex.Short, want)
+	}
+}
+
+// TestARejectedAdmissionCheckCannotRun: Kueue never admits a workload a
+// check rejected; the run says so in the check's words, and ends.
+func TestARejectedAdmissionCheckCannotRun(t *testing.T) {
+	wl := waitingWorkload(metav1.ConditionFalse, "")
+	wl.Status.AdmissionChecks = []kueue.AdmissionCheckState{
+		{Name: "taugrid-policy-default", State: kueue.CheckStateRejected, Message: "TauGrid policy: Job r-1 changed after TauGrid rendered it: spec.parallelism"},
+		{Name: "provisioning", State: kueue.CheckStateRejected}}
+	ex := ExplainWait(wl, QueueState{ClusterQueue: teamQueue("8", "8", "8", "0")})
+	if want := "cannot run: TauGrid policy: Job r-1 changed after TauGrid rendered it: spec.parallelism"; ex.Kind != WaitInfeasible || ex.Short != want {
+		t.Errorf("got %s %q, want %q", ex.Kind, ex.Short, want)
+	}
+	wl.Status.AdmissionChecks = wl.Status.AdmissionChecks[1:]
+	if ex := ExplainWait(wl, QueueState{}); ex.Short != "cannot run: admission check provisioning refused it" {
+		t.Errorf("a silent rejection reads %q", ex.Short)
+	}
+	// Once Kueue deactivated it, the checks are Pending again; TauGrid's
+	// refusal is kept on the workload.
+	wl.Status.AdmissionChecks = []kueue.AdmissionCheckState{{Name: "taugrid-policy-default", State: kueue.CheckStatePending, Message: "Reset to Pending after eviction. Previously: Rejected"}}
+	wl.Annotations = map[string]string{taugridv1.AnnotationAdmissionRefusal: "TauGrid policy: created outside TauGrid: Job x belongs to no TauGrid run"}
+	if ex := ExplainWait(wl, QueueState{}); ex.Kind != WaitInfeasible || ex.Short != "cannot run: TauGrid policy: created outside TauGrid: Job x belongs to no TauGrid run" {
+		t.Errorf("a deactivated workload reads %s %q", ex.Kind, ex.Short)
 	}
 }
 

@@ -17,13 +17,15 @@ import (
 	"github.com/go-logr/logr"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/clusters"
+	"github.com/taugrid/taugrid/evidence"
 	"github.com/taugrid/taugrid/runs"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// Secrets in tenant namespaces are read through the platform's SecretsGrant.
+// +kubebuilder:rbac:groups="",namespace=taugrid-system,resources=secrets,verbs=get
 // +kubebuilder:rbac:groups="",namespace=taugrid-system,resources=secrets,verbs=list
 // +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=list
@@ -112,6 +114,7 @@ type RepositoryNudger interface {
 //	GET  /api/v1/namespaces/{ns}/runs/{run}/logs?follow=true&tail=100
 //	GET  /api/v1/namespaces/{ns}/runs/{run}/diagnosis
 //	GET  /api/v1/namespaces/{ns}/queue
+//	GET  /api/v1/namespaces/{ns}/audit?after=0&limit=500  the team's audit log
 //	POST /api/v1/namespaces/{ns}/nudge  {"repository": "<clone URL>"}
 //	GET  /api/v1/whoami                  the token's namespace
 type RunsAPI struct {
@@ -125,6 +128,8 @@ type RunsAPI struct {
 	Clusters clusters.Locator
 	Tokens   *Tokens
 	Nudger   RepositoryNudger
+	// Audit reads the tenants' audit logs; nil: none is kept.
+	Audit evidence.AuditStore
 	// Log records why a request failed on the controller's side (5xx);
 	// the zero Logger discards.
 	Log logr.Logger
@@ -170,6 +175,7 @@ func (a *RunsAPI) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/runs/{run}/logs", a.tenant(a.logs))
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/runs/{run}/diagnosis", a.tenant(a.diagnosis))
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/queue", a.tenant(a.queue))
+	mux.HandleFunc("GET /api/v1/namespaces/{ns}/audit", a.tenant(a.audit))
 	mux.HandleFunc("POST /api/v1/namespaces/{ns}/nudge", a.tenant(a.nudge))
 	mux.HandleFunc("GET /api/v1/whoami", a.whoami)
 	return mux

@@ -62,3 +62,19 @@ const ConditionGPUHealthy = "TauGPUHealthy"
 // gone. The evidence controller removes it once the bundle is stored (or
 // the store failed), the janitor when it outlives its run.
 const FinalizerEvidence = "taugrid.dev/evidence"
+
+// TauGrid's Kueue admission check: each platform makes an AdmissionCheck
+// named PolicyAdmissionCheck-<platform> (spec.controllerName
+// PolicyCheckController) and puts it on every ClusterQueue it applies; the
+// admission controller admits through it only the workloads TauGrid
+// rendered, unchanged.
+const (
+	PolicyAdmissionCheck  = "taugrid-policy"
+	PolicyCheckController = "taugrid.dev/policy"
+)
+
+// AnnotationAdmissionRefusal on a Kueue Workload keeps why TauGrid's
+// admission check rejected it: Kueue deactivates the workload and resets
+// its checks, the check's own message with them, so a run reads its
+// refusal here.
+const AnnotationAdmissionRefusal = "taugrid.dev/admission-refusal"

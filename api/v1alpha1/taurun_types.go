@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // TriggerKind says what started a run.
@@ -108,6 +109,21 @@ type WorkloadStatus struct {
 	// to, as its Kueue Workload says; empty on a single cluster.
 	// +optional
 	Cluster string `json:"cluster,omitempty"`
+	// UID is the Job's or RayJob's, as the API server created it for
+	// TauGrid: the policy admission check admits no other object.
+	// +optional
+	UID types.UID `json:"uid,omitempty"`
+	// Digest is the SHA-256 of what the object's pods are made from (its
+	// pod templates and the spec around them), as the API server stored it
+	// at creation: the policy admission check admits the workload only
+	// while the object still hashes to it.
+	// +optional
+	Digest string `json:"digest,omitempty"`
+	// Fields are short digests of the same, field by field
+	// ("template.spec.containers[main].image"): they name what changed
+	// when Digest no longer holds. They prove nothing alone.
+	// +optional
+	Fields map[string]string `json:"fields,omitempty"`
 }
 
 // Attempt is one try at running the run.
@@ -149,6 +165,9 @@ type Attempt struct {
 // attempt keeps as many points as a two-hour one.
 const MaxGPUUsagePoints = 120
 
+// MaxGPUUUIDs bounds the GPU UUIDs an attempt records.
+const MaxGPUUUIDs = 64
+
 // GPUUsage is how busy an attempt's GPUs are, as the node agents measure
 // it (SM utilisation, per minute), counting only the GPUs its own pods hold.
 type GPUUsage struct {
@@ -156,6 +175,11 @@ type GPUUsage struct {
 	Summary string `json:"summary"`
 	// GPUs is how many GPUs the attempt's pods were seen holding.
 	GPUs int32 `json:"gpus"`
+	// UUIDs are the GPUs the attempt's pods were seen holding at any
+	// reading, by NVML UUID, sorted; the first MaxGPUUUIDs.
+	// +optional
+	// +kubebuilder:validation:MaxItems=64
+	UUIDs []string `json:"uuids,omitempty"`
 	// ReadAt is when the node agents were last asked.
 	ReadAt metav1.Time `json:"readAt"`
 	// Through is the end of the last whole minute folded into Series:

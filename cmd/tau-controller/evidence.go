@@ -28,6 +28,7 @@ type evidenceOptions struct {
 	s3                        evidence.S3Options
 	linkTTL                   time.Duration
 	linkKeySecret             string
+	attestationKeySecret      string
 }
 
 func evidenceFlags(fs *flag.FlagSet, o *evidenceOptions) {
@@ -36,6 +37,7 @@ func evidenceFlags(fs *flag.FlagSet, o *evidenceOptions) {
 	fs.StringVar(&o.url, "evidence-url", "", "external URL of the evidence page, e.g. https://tau.example.com; sets each run's status.evidenceURL")
 	fs.DurationVar(&o.linkTTL, "evidence-link-ttl", 30*24*time.Hour, "how long the signed evidence link on a commit opens its run's page, from the run's creation")
 	fs.StringVar(&o.linkKeySecret, "evidence-link-key-secret", "tau-evidence-link-key", "Secret in --namespace holding the key that signs evidence links; created with a random key if missing")
+	fs.StringVar(&o.attestationKeySecret, "attestation-key-secret", "tau-attestation-key", "Secret in --namespace holding the ECDSA P-256 key (cosign.key, PKCS#8 PEM; cosign.pub) that signs every sealed bundle's in-toto attestation; created with a fresh key if missing")
 	fs.StringVar(&o.retention, "evidence-retention", "", "prune sealed bundles: 30d, 720h, last=500 or 30d,last=500; empty keeps all")
 	fs.StringVar(&o.s3.Endpoint, "evidence-s3-endpoint", "", "S3-compatible endpoint host:port; credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
 	fs.StringVar(&o.s3.Bucket, "evidence-s3-bucket", "", "S3 bucket for evidence; set to use S3 instead of --evidence-dir")
@@ -66,13 +68,18 @@ func setupEvidence(mgr manager.Manager, cfg *rest.Config, git *gitsource.Client,
 	if err != nil {
 		return nil, nil, err
 	}
-	links, err := evidenceLinks(cfg, mgr, o)
+	direct, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme()}) // Secrets, around the cache
 	if err != nil {
 		return nil, nil, err
 	}
+	links, err := evidenceLinks(direct, o)
+	if err != nil {
+		return nil, nil, err
+	}
+	keys := attestationKeys(direct, o)
 	c := mgr.GetClient()
 	rec := &sealing.EvidenceRecorder{Client: c, APIReader: mgr.GetAPIReader(), Logs: runs.PodLogs{Pods: cs.CoreV1()},
-		Files: &policy.GitFiles{Client: c, Git: git}, Policies: policies,
+		Files: &policy.GitFiles{Client: c, Git: git}, Policies: policies, Attestations: keys,
 		Sources: sources, Store: store, Clock: clock.RealClock{}, Recorder: mgr.GetEventRecorder("tau-evidence"), Metrics: metrics}
 	if retention != (evidence.Retention{}) {
 		if err := mgr.Add(&sealing.PruneEvidence{Store: store, Retention: retention, Interval: time.Hour, Clock: clock.RealClock{}}); err != nil {
@@ -82,7 +89,7 @@ func setupEvidence(mgr manager.Manager, cfg *rest.Config, git *gitsource.Client,
 	if eo.addr != "0" {
 		// The runs API's tokens: a team's token reads its own evidence.
 		page := &evidence.Server{Store: store, Runs: &sealing.EvidenceRuns{Client: c}, Log: ctrl.Log.WithName("evidence"),
-			Links: links, Tokens: &server.Tokens{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Clock: clock.RealClock{}}}
+			Links: links, PublicKey: keys, Tokens: &server.Tokens{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Clock: clock.RealClock{}}}
 		srv := httplimit.NewServer(eo.addr, page.Handler())
 		if err := mgr.Add(httpRunnable{srv}); err != nil {
 			return nil, nil, err
@@ -93,11 +100,7 @@ func setupEvidence(mgr manager.Manager, cfg *rest.Config, git *gitsource.Client,
 
 // evidenceLinks reads (or creates) the key that signs evidence links,
 // before the manager starts, with a client of its own.
-func evidenceLinks(cfg *rest.Config, mgr manager.Manager, o options) (*evidence.Links, error) {
-	c, err := client.New(cfg, client.Options{Scheme: mgr.GetScheme()})
-	if err != nil {
-		return nil, err
-	}
+func evidenceLinks(c client.Client, o options) (*evidence.Links, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	key, err := sealing.EvidenceLinkKey(ctx, c, o.namespace, o.evidence.linkKeySecret)
@@ -105,6 +108,19 @@ func evidenceLinks(cfg *rest.Config, mgr manager.Manager, o options) (*evidence.
 		return nil, err
 	}
 	return &evidence.Links{Key: key, TTL: o.evidence.linkTTL}, nil
+}
+
+// attestationKeys reads (or creates) the key that signs attestations at
+// start, so that the platform team can print its public key at once; a
+// key that does not parse is reported here and stops every seal.
+func attestationKeys(c client.Client, o options) *sealing.AttestationKeys {
+	keys := &sealing.AttestationKeys{Client: c, Namespace: o.namespace, Name: o.evidence.attestationKeySecret}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := keys.Key(ctx); err != nil {
+		ctrl.Log.WithName("evidence").Error(err, "the attestation key cannot sign: no bundle is sealed until it can")
+	}
+	return keys
 }
 
 func evidenceStore(eo evidenceOptions) (evidence.Store, error) {

@@ -18,6 +18,8 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/clusters"
+	"github.com/taugrid/taugrid/controllers/admission"
+	auditctrl "github.com/taugrid/taugrid/controllers/audit"
 	"github.com/taugrid/taugrid/controllers/forgestatus"
 	"github.com/taugrid/taugrid/controllers/janitor"
 	platformctrl "github.com/taugrid/taugrid/controllers/platform"
@@ -59,12 +61,22 @@ type options struct {
 	janitor                                                  string
 	janitorIdle, janitorEvery                                time.Duration
 	multiKueueNamespace                                      string
+	tenantSecretsRole, serviceAccount                        string
 	readGPUUsage                                             bool
 	metricsSecure                                            bool
 	runWorkers, repositoryWorkers, forgeWorkers              int
 	forgeRate                                                float64
 	forgeBurst                                               int
 	memoryLimitRatio                                         float64
+}
+
+// secretsGrant is what the platform binds in tenant namespaces; nil when
+// --tenant-secrets-role is empty.
+func (o *options) secretsGrant() *platformctrl.SecretsGrant {
+	if o.tenantSecretsRole == "" {
+		return nil
+	}
+	return &platformctrl.SecretsGrant{ClusterRole: o.tenantSecretsRole, ServiceAccount: o.serviceAccount, Namespace: o.namespace}
 }
 
 // defaultNamespace is the controller's namespace outside the chart (which
@@ -90,6 +102,8 @@ func main() {
 	flag.StringVar(&o.fetchImage, "fetch-image", "ghcr.io/taugrid/tau:v0.1.0", "image of the source fetch init container")
 	evidenceFlags(flag.CommandLine, &o.evidence)
 	flag.StringVar(&o.multiKueueNamespace, "multikueue-namespace", "", "Kueue's namespace in a MultiKueue manager: runs dispatched to worker clusters are followed through the kubeconfig Secrets there; empty: a single cluster")
+	flag.StringVar(&o.tenantSecretsRole, "tenant-secrets-role", "", "ClusterRole (granting get on Secrets) the platform binds to --service-account in every tenant namespace, so the controller reads Secrets there and not elsewhere; empty binds nothing, and the controller's own roles must grant what it reads")
+	flag.StringVar(&o.serviceAccount, "service-account", "tau-controller", "the controller's ServiceAccount in --namespace, the subject of --tenant-secrets-role")
 	flag.StringVar(&o.janitor, "janitor", "release", "quota held for nothing (orphaned or idle reservations, RayJobs KubeRay refused, pods stuck on lost nodes): release, report or off")
 	flag.DurationVar(&o.janitorIdle, "janitor-idle-after", 15*time.Minute, "how long an admitted workload may run no pod, or a pod on a lost node stay terminating, before the janitor acts")
 	flag.BoolVar(&o.readGPUUsage, "read-gpu-usage", true, "read running attempts' GPU utilisation from the tau-nodeagent pods (in --namespace) once a minute, for the run's summary and the platform's idle-GPU rule")
@@ -225,7 +239,8 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	if err := setupServers(mgr, sources, clientset, workers, o); err != nil {
+	audits, _ := ev.Store.(evidence.AuditStore) // both stores keep audit logs
+	if err := setupServers(mgr, sources, clientset, workers, audits, o); err != nil {
 		return err
 	}
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
@@ -260,7 +275,9 @@ func setupControllers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 	pulls := &repoctrl.PullRequests{Client: c, Git: git, Policies: policies, Posters: posters}
 	steps := []interface{ SetupWithManager(ctrl.Manager) error }{
 		&platformctrl.PlatformReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-platform"),
-			MultiKueueNamespace: o.multiKueueNamespace},
+			MultiKueueNamespace: o.multiKueueNamespace, Secrets: o.secretsGrant(), AdmissionCheck: true},
+		&admission.Check{Client: c, APIReader: mgr.GetAPIReader(), Clock: clk},
+		&admission.Activator{Client: c, Clock: clk},
 		&repoctrl.RepositoryReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-repository"),
 			PullRequests: pulls, Workers: o.repositoryWorkers},
 		&runctrl.RunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Files: &policy.GitFiles{Client: c, Git: git},
@@ -269,6 +286,12 @@ func setupControllers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 		ev,
 		&forgestatus.ForgeReconciler{Client: c, Clock: clk, Recorder: mgr.GetEventRecorder("tau-forge"), Posters: posters, Workers: o.forgeWorkers},
 		&forgestatus.RefusalReporter{Client: c, Posters: posters, Recorder: mgr.GetEventRecorder("tau-forge")},
+	}
+	// Every decision about a run goes to its tenant's audit log, beside
+	// the evidence; only the leader writes (a controller runs on the
+	// leader only).
+	if audits, ok := ev.Store.(evidence.AuditStore); ok {
+		steps = append(steps, &auditctrl.AuditReconciler{Client: c, Log: &evidence.AuditLog{Store: audits, Clock: clk}})
 	}
 	for _, s := range steps {
 		if err := s.SetupWithManager(mgr); err != nil {
@@ -333,7 +356,7 @@ func setupJanitor(mgr manager.Manager, workers clusters.Locator, o options) erro
 
 // setupServers adds the webhook receiver and the source archive server as
 // manager runnables, so they start and stop with it.
-func setupServers(mgr manager.Manager, sources *server.Sources, clientset kubernetes.Interface, workers clusters.Locator, o options) error {
+func setupServers(mgr manager.Manager, sources *server.Sources, clientset kubernetes.Interface, workers clusters.Locator, audits evidence.AuditStore, o options) error {
 	c := mgr.GetClient()
 	webhookMetrics, err := server.NewWebhookMetrics(crmetrics.Registry)
 	if err != nil {
@@ -354,7 +377,7 @@ func setupServers(mgr manager.Manager, sources *server.Sources, clientset kubern
 	}
 	if o.apiAddr != "0" {
 		api := &server.RunsAPI{Client: c, APIReader: mgr.GetAPIReader(), Logs: runs.PodLogs{Pods: clientset.CoreV1()}, Clusters: workers, Log: mgr.GetLogger().WithName("runs-api"),
-			Tokens: &server.Tokens{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Clock: clock.RealClock{}}, Nudger: nudger}
+			Tokens: &server.Tokens{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Clock: clock.RealClock{}}, Nudger: nudger, Audit: audits}
 		// Followed logs stream for as long as the pod runs: each write has
 		// its own deadline, and a token follows only so many at once.
 		servers = append(servers, httplimit.NewServer(o.apiAddr, api.Handler()))

@@ -21,6 +21,7 @@ import (
 type evidenceVerifyOptions struct {
 	statusOptions
 	Run string // namespace/name, to pick one run's bundles from a store directory
+	Key string // the attestations' public key file (cosign.pub)
 }
 
 func newEvidenceCmd() *cobra.Command {
@@ -55,9 +56,15 @@ artifact, and re-renders the Kubernetes manifests from the recorded tau file,
 policy files and render inputs, which must reproduce the recorded manifests
 byte for byte. It reads from the evidence page (a run id is looked up with
 the runs API, or your kubeconfig, for its evidence URL) or from a store
-directory.`,
-		Example: "  tau evidence verify r-20261130-1a2b\n  tau evidence verify https://tau.example/runs/team-a/research-1a2b\n" +
-			"  tau evidence verify /var/lib/taugrid/evidence --run team-a/research-1a2b",
+directory.
+
+It then checks each bundle's signed in-toto attestation: the signature, with
+the public key of --key (the cosign.pub your platform team gives you), or
+else the key the evidence page serves when the page is on a TauGrid API you
+logged in to or named; every subject's digest; and every predicate field
+against the bundle. Without a key it says the attestation was not checked.`,
+		Example: "  tau evidence verify r-20261130-1a2b\n  tau evidence verify https://tau.example/runs/team-a/research-1a2b --key cosign.pub\n" +
+			"  tau evidence verify /var/lib/taugrid/evidence --run team-a/research-1a2b --key cosign.pub",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runEvidenceVerify(cmd, o, args[0])
@@ -65,22 +72,26 @@ directory.`,
 	}
 	statusFlags(cmd, &o.statusOptions)
 	cmd.Flags().StringVar(&o.Run, "run", "", "namespace/name: verify only this run's bundles of a store directory")
+	cmd.Flags().StringVar(&o.Key, "key", "", "public key file (cosign.pub, PEM) the attestations must verify with")
 	return cmd
 }
 
 func runEvidenceVerify(cmd *cobra.Command, o *evidenceVerifyOptions, arg string) error {
 	ctx := contextOf(cmd)
+	key, err := readPublicKey(o.Key)
+	if err != nil {
+		return err
+	}
 	var reports []*evidence.Report
-	var err error
 	switch {
 	case strings.HasPrefix(arg, "http://") || strings.HasPrefix(arg, "https://"):
-		reports, err = verifyPageOf(ctx, o.APIURL, arg)
+		reports, err = verifyPageOf(ctx, o.APIURL, arg, key)
 	case isDir(arg):
-		reports, err = verifyStoreDir(ctx, arg, o.Run)
+		reports, err = verifyStoreDir(ctx, arg, o.Run, key)
 	default:
 		var page string
 		if page, err = evidenceURLOf(cmd, &o.statusOptions, arg); err == nil {
-			reports, err = verifyPageOf(ctx, o.APIURL, page)
+			reports, err = verifyPageOf(ctx, o.APIURL, page, key)
 		}
 	}
 	if err != nil {
@@ -90,6 +101,35 @@ func runEvidenceVerify(cmd *cobra.Command, o *evidenceVerifyOptions, arg string)
 		return errors.New("no sealed evidence bundle found (bundles are sealed when an attempt ends)")
 	}
 	return printReports(cmd.OutOrStdout(), o.Output, reports)
+}
+
+// readPublicKey reads --key; nil when it is not given.
+func readPublicKey(path string) (*evidence.PublicKey, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--key: %w", err)}
+	}
+	k, err := evidence.ParsePublicKey(data)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--key %s: %w (want the PEM public key an auditor passes to cosign --key)", path, err)}
+	}
+	return k, nil
+}
+
+// noKey is the note of a bundle whose attestation was not checked.
+const noKey = "attestation: not checked, no key: pass --key cosign.pub (your platform team gives it; the evidence page shows it)"
+
+// verifyBundle verifies a bundle, and its attestation when there is a key.
+func verifyBundle(ctx context.Context, raw []byte, blobs evidence.BlobReader, envelope []byte, key *evidence.PublicKey, why string) *evidence.Report {
+	if key == nil {
+		r := evidence.Verify(ctx, raw, blobs)
+		r.Notes = append(r.Notes, why)
+		return r
+	}
+	return evidence.VerifyAttested(ctx, raw, blobs, envelope, key)
 }
 
 func isDir(p string) bool {
@@ -115,7 +155,7 @@ func evidenceURLOf(cmd *cobra.Command, o *statusOptions, id string) (string, err
 }
 
 // verifyStoreDir verifies the bundles of a filesystem store, or of one run.
-func verifyStoreDir(ctx context.Context, dir, run string) ([]*evidence.Report, error) {
+func verifyStoreDir(ctx context.Context, dir, run string, key *evidence.PublicKey) ([]*evidence.Report, error) {
 	if _, err := os.Stat(filepath.Join(dir, "bundles")); err != nil {
 		return nil, fmt.Errorf("%s is not an evidence store (no bundles/ directory)", dir)
 	}
@@ -132,7 +172,13 @@ func verifyStoreDir(ctx context.Context, dir, run string) ([]*evidence.Report, e
 		if err != nil {
 			return nil, err
 		}
-		reports = append(reports, evidence.Verify(ctx, raw, st))
+		var env []byte
+		if k, ok := evidence.KeyOfPath(e.Path); ok && key != nil {
+			if env, err = st.Attestation(ctx, k); err != nil && !errors.Is(err, evidence.ErrNotFound) {
+				return nil, err
+			}
+		}
+		reports = append(reports, verifyBundle(ctx, raw, st, env, key, noKey))
 	}
 	return reports, nil
 }
@@ -140,7 +186,7 @@ func verifyStoreDir(ctx context.Context, dir, run string) ([]*evidence.Report, e
 // verifyPageOf verifies an evidence page with the token of the page's own
 // origin, if the user has one for it: the page's link is signed, and a
 // token never goes to an origin it was not issued for.
-func verifyPageOf(ctx context.Context, flagURL, page string) ([]*evidence.Report, error) {
+func verifyPageOf(ctx context.Context, flagURL, page string, key *evidence.PublicKey) ([]*evidence.Report, error) {
 	choice, err := userAPIChoice(flagURL)
 	if err != nil {
 		return nil, err
@@ -149,7 +195,7 @@ func verifyPageOf(ctx context.Context, flagURL, page string) ([]*evidence.Report
 	if err != nil {
 		return nil, usageError{fmt.Errorf("evidence page %s: want https://host/runs/<namespace>/<name>", stripQuery(page))}
 	}
-	return verifyPage(ctx, page, choice.tokenFor(origin))
+	return verifyPage(ctx, page, choice.tokenFor(origin), key)
 }
 
 // pageBlobs reads artifacts through the evidence page of one run, with
@@ -206,8 +252,10 @@ func (p *pageBlobs) get(ctx context.Context, path, accept string) ([]byte, error
 }
 
 // verifyPage verifies every bundle the evidence page lists, sending token
-// (if any) to the page's origin only.
-func verifyPage(ctx context.Context, page, token string) ([]*evidence.Report, error) {
+// (if any) to the page's origin only. Without key, it verifies the
+// attestations with the key the page serves only when the user trusts the
+// page's origin with a token: a link alone could come from anyone's server.
+func verifyPage(ctx context.Context, page, token string, key *evidence.PublicKey) ([]*evidence.Report, error) {
 	u, err := url.Parse(page)
 	if err != nil {
 		return nil, err
@@ -222,19 +270,50 @@ func verifyPage(ctx context.Context, page, token string) ([]*evidence.Report, er
 	if err := json.Unmarshal(data, &v); err != nil {
 		return nil, fmt.Errorf("%s is not an evidence page: %w", stripQuery(page), err)
 	}
+	why := noKey
+	if key == nil && token != "" && v.SigningKey != nil {
+		if key, err = pageKey(ctx, p, v.SigningKey); err != nil {
+			return nil, err
+		}
+	} else if key == nil && token == "" {
+		why = "attestation: not checked: the key this page serves is only as good as the page, and you have not logged in to " + p.base + ": pass --key cosign.pub from your platform team"
+	}
 	var reports []*evidence.Report
 	for _, b := range v.Bundles {
 		raw, err := p.get(ctx, b.Manifest, "")
 		if err != nil {
 			return nil, err
 		}
-		r := evidence.Verify(ctx, raw, p)
+		var env []byte
+		if b.Attestation != "" && key != nil {
+			if env, err = p.get(ctx, b.Attestation, ""); err != nil {
+				return nil, err
+			}
+		}
+		r := verifyBundle(ctx, raw, p, env, key, why)
 		if r.Digest != b.Digest {
 			r.Problems = append(r.Problems, fmt.Sprintf("the page lists digest %s, the manifest is %s", b.Digest, r.Digest))
 		}
 		reports = append(reports, r)
 	}
 	return reports, nil
+}
+
+// pageKey fetches the attestations' key from the page and checks it is
+// the one the page names.
+func pageKey(ctx context.Context, p *pageBlobs, sk *evidence.SigningKey) (*evidence.PublicKey, error) {
+	data, err := p.get(ctx, sk.URL, "")
+	if err != nil {
+		return nil, err
+	}
+	k, err := evidence.ParsePublicKey(data)
+	if err != nil {
+		return nil, fmt.Errorf("the key the evidence page serves: %w", err)
+	}
+	if k.Fingerprint != sk.Fingerprint {
+		return nil, fmt.Errorf("the evidence page names key %s but serves %s", sk.Fingerprint, k.Fingerprint)
+	}
+	return k, nil
 }
 
 // stripQuery drops a signed link's query: errors never show the capability.
@@ -253,18 +332,45 @@ func printReports(w io.Writer, format string, reports []*evidence.Report) error 
 		}
 	} else {
 		for _, r := range reports {
-			if r.OK() {
-				fmt.Fprintf(w, "%s %s: verified (%d artifacts, manifests reproduced byte for byte)\n", r.Key, r.Digest, r.Checked)
-				continue
-			}
-			fmt.Fprintf(w, "%s %s: FAILED\n", r.Key, r.Digest)
-			for _, p := range r.Problems {
-				fmt.Fprintf(w, "  %s\n", p)
-			}
+			printReport(w, r)
 		}
 	}
 	if failed {
 		return reportedError{errors.New("evidence does not verify")}
 	}
 	return nil
+}
+
+// printReport says what was checked: each subject, the key and what the
+// predicate attests; or what failed.
+func printReport(w io.Writer, r *evidence.Report) {
+	if !r.OK() {
+		fmt.Fprintf(w, "%s %s: FAILED\n", r.Key, r.Digest)
+		for _, p := range r.Problems {
+			fmt.Fprintf(w, "  %s\n", p)
+		}
+		return
+	}
+	fmt.Fprintf(w, "%s %s: verified (%d artifacts, manifests reproduced byte for byte)\n", r.Key, r.Digest, r.Checked)
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "  %s\n", n)
+	}
+	a := r.Attestation
+	if a == nil {
+		return
+	}
+	fmt.Fprintf(w, "  attestation verified: signed by key %s, predicate %s\n", a.Signer, a.PredicateType)
+	fmt.Fprintf(w, "    repository %s at commit %s\n", orUnrecorded(a.Repository), orUnrecorded(a.Commit))
+	fmt.Fprintf(w, "    policy commit %s, digest %s\n", orUnrecorded(a.PolicyCommit), orUnrecorded(a.PolicyDigest))
+	fmt.Fprintf(w, "    %d subjects, each digest matched:\n", len(a.Subjects))
+	for _, s := range a.Subjects {
+		fmt.Fprintf(w, "      sha256:%s  %s\n", s.SHA256, s.Name)
+	}
+}
+
+func orUnrecorded(s string) string {
+	if s == "" {
+		return "(not recorded)"
+	}
+	return s
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -48,17 +49,133 @@ func sealedStore(t *testing.T) (*evidence.FileStore, *evidence.Sealed) {
 	if err := b.AddJSON(evidence.ArtifactRenderInputs, in); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.AddJSON(evidence.ArtifactRecord, &evidence.Record{}); err != nil {
+	rec := &evidence.Record{Run: evidence.RunInfo{Namespace: "team-a", Name: "research-1a2b", RepositoryURL: "https://git.example/team-a/research.git",
+		Commit: in.Run.Commit}, Inputs: evidence.Inputs{PolicyCommit: in.Run.PolicyCommit, PolicyDigest: "sha256:" + strings.Repeat("e", 64)}}
+	if err := b.AddJSON(evidence.ArtifactRecord, rec); err != nil {
 		t.Fatal(err)
 	}
 	sealed, err := b.Seal(time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
+	if sealed.Attestation, err = evidence.Attest(context.Background(), sealed, testSigner); err != nil {
+		t.Fatal(err)
+	}
 	if err := evidence.Write(context.Background(), st, sealed); err != nil {
 		t.Fatal(err)
 	}
 	return st, sealed
+}
+
+// testSigner signs the attestations of sealedStore.
+var testSigner = func() *evidence.AttestationKey {
+	priv, _, err := evidence.NewAttestationKeyPEM()
+	if err != nil {
+		panic(err)
+	}
+	k, err := evidence.ParseAttestationKey(priv)
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
+
+// publicKeyFile writes k's cosign.pub and returns its path.
+func publicKeyFile(t *testing.T, k *evidence.AttestationKey) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "cosign.pub")
+	if err := os.WriteFile(p, k.PublicPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestEvidenceVerifyChecksTheAttestationAndSaysWhatItChecked: with the
+// platform's key (--key, or the page of an API the user trusts), verify
+// names the signer's key, what the predicate attests and every subject;
+// a signed link alone cannot vouch for the key it serves.
+func TestEvidenceVerifyChecksTheAttestationAndSaysWhatItChecked(t *testing.T) {
+	st, sealed := sealedStore(t)
+	key := publicKeyFile(t, testSigner)
+	wants := []string{
+		"attestation verified: signed by key " + testSigner.Fingerprint + ", predicate " + evidence.PredicateRunV1,
+		"repository https://git.example/team-a/research.git at commit " + strings.Repeat("a", 40),
+		"policy commit " + strings.Repeat("b", 40) + ", digest sha256:" + strings.Repeat("e", 64),
+		fmt.Sprintf("%d subjects, each digest matched", len(sealed.Manifest.Artifacts)+1),
+		sealed.Digest() + "  bundles/team-a/research-1a2b/1.json",
+	}
+	for _, a := range sealed.Manifest.Artifacts {
+		wants = append(wants, "sha256:"+a.SHA256+"  "+a.Name)
+	}
+	check := func(name, out string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, out)
+		}
+		for _, w := range wants {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: output lacks %q:\n%s", name, w, out)
+			}
+		}
+	}
+	out, _, err := tau(t, "evidence", "verify", st.Root, "--key", key)
+	check("store directory with --key", out, err)
+
+	now := time.Now()
+	links := &evidence.Links{Key: []byte(strings.Repeat("s", 32)), TTL: time.Hour}
+	srv := httptest.NewServer((&evidence.Server{Store: st, Links: links, PublicKey: testSigner, Now: func() time.Time { return now },
+		Tokens: teamTokens{"team-a-token-value": "team-a"}}).Handler())
+	defer srv.Close()
+	page := srv.URL + "/runs/team-a/research-1a2b"
+	t.Setenv("TAU_API_URL", srv.URL)
+	t.Setenv("TAU_TOKEN", "team-a-token-value")
+	out, _, err = tau(t, "evidence", "verify", page)
+	check("the page of the API the user named, its key", out, err)
+
+	t.Setenv("TAU_API_URL", "")
+	t.Setenv("TAU_TOKEN", "")
+	link := page + "?" + links.Query("team-a", "research-1a2b", now.Add(time.Minute))
+	out, _, err = tau(t, "evidence", "verify", link)
+	if err != nil || strings.Contains(out, "attestation verified") || !strings.Contains(out, "attestation: not checked") || !strings.Contains(out, "--key") {
+		t.Errorf("a signed link and no --key: %v\n%s, want the attestation not checked and a hint to pass --key", err, out)
+	}
+	out, _, err = tau(t, "evidence", "verify", link, "--key", key)
+	check("a signed link with --key", out, err)
+}
+
+// TestEvidenceVerifyRefusesATamperedAttestation names what failed.
+func TestEvidenceVerifyRefusesATamperedAttestation(t *testing.T) {
+	st, sealed := sealedStore(t)
+	key := publicKeyFile(t, testSigner)
+	other, _, _ := evidence.NewAttestationKeyPEM()
+	otherKey, err := evidence.ParseAttestationKey(other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := tau(t, "evidence", "verify", st.Root, "--key", publicKeyFile(t, otherKey))
+	if err == nil || !strings.Contains(out, "FAILED") || !strings.Contains(out, "signature does not verify with key "+otherKey.Fingerprint) {
+		t.Errorf("another key: %v\n%s", err, out)
+	}
+
+	p := filepath.Join(st.Root, filepath.FromSlash(sealed.Manifest.Key.AttestationPath()))
+	env, _ := os.ReadFile(p)
+	if err := os.WriteFile(p, []byte(strings.Replace(string(env), `"payloadType": "application/vnd.in-toto+json"`, `"payloadType": "application/json"`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = tau(t, "evidence", "verify", st.Root, "--key", key)
+	if err == nil || !isReported(err) || !strings.Contains(out, `attestation: the attestation's payload type is "application/json"`) {
+		t.Errorf("a changed payload type: %v\n%s", err, out)
+	}
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err = tau(t, "evidence", "verify", st.Root, "--key", key)
+	if err == nil || !strings.Contains(out, "attestation: the bundle has no attestation") {
+		t.Errorf("no attestation: %v\n%s", err, out)
+	}
+	if _, _, err := tau(t, "evidence", "verify", st.Root, "--key", filepath.Join(st.Root, "bundles", "team-a", "research-1a2b", "1.json")); err == nil || !strings.Contains(err.Error(), "PEM public key") {
+		t.Errorf("a --key that is no key: %v", err)
+	}
 }
 
 func TestEvidenceVerifyChecksAStoreDirectoryAndThePage(t *testing.T) {

@@ -58,7 +58,8 @@ type ForgeReconciler struct {
 // +kubebuilder:rbac:groups=taugrid.dev,resources=tauruns,verbs=get;list;watch
 // +kubebuilder:rbac:groups=taugrid.dev,resources=tauruns/status,verbs=get;patch
 // +kubebuilder:rbac:groups=taugrid.dev,resources=taurepositories,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// Secrets (in the repository's namespace) are read through the platform's
+// SecretsGrant.
 
 // Reconcile posts the run's desired status when it differs from the last
 // one posted, recorded in status.forge. The record is written before the

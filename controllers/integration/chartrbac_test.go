@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +28,7 @@ import (
 	"github.com/taugrid/taugrid/server"
 	"github.com/taugrid/taugrid/test/chart"
 
+	"github.com/taugrid/taugrid/controllers/admission"
 	"github.com/taugrid/taugrid/controllers/forgestatus"
 	platformctrl "github.com/taugrid/taugrid/controllers/platform"
 	repoctrl "github.com/taugrid/taugrid/controllers/repository"
@@ -61,6 +63,10 @@ func (f *forbiddenLog) get() []string {
 	return append([]string(nil), f.lines...)
 }
 
+// tenantSecretsRole is the chart's ClusterRole that the platform binds in
+// each tenant namespace (--tenant-secrets-role).
+const tenantSecretsRole = "tau-controller-tenant-secrets"
+
 // installChartRBAC creates the controller's ServiceAccount, roles and
 // bindings exactly as the chart renders them, and returns a config that
 // acts as that ServiceAccount.
@@ -77,7 +83,7 @@ func installChartRBAC(t *testing.T) *rest.Config {
 	}
 	n := 0
 	for _, u := range r.Kinds("ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding") {
-		if u.GetName() != "tau-controller" {
+		if u.GetName() != "tau-controller" && u.GetName() != tenantSecretsRole {
 			continue
 		}
 		if err := k8s.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -85,8 +91,8 @@ func installChartRBAC(t *testing.T) *rest.Config {
 		}
 		n++
 	}
-	if n != 5 {
-		t.Fatalf("the chart renders %d of the controller's 5 RBAC objects", n)
+	if n != 6 {
+		t.Fatalf("the chart renders %d of the controller's 6 RBAC objects", n)
 	}
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{
@@ -98,7 +104,7 @@ func installChartRBAC(t *testing.T) *rest.Config {
 
 // startChartManager starts the manager as cmd/tau-controller does (leader
 // election, the pod cache filter, real event recorders, the four
-// reconcilers) on cfg, and waits until it leads.
+// reconcilers, the admission check) on cfg, and waits until it leads.
 func startChartManager(t *testing.T, cfg *rest.Config, log logr.Logger) (*server.AnnotationNudger, func()) {
 	t.Helper()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
@@ -125,7 +131,11 @@ func startChartManager(t *testing.T, cfg *rest.Config, log logr.Logger) (*server
 	c, clk := mgr.GetClient(), clock.RealClock{}
 	policies := &policy.PolicyStore{Client: c, Git: gitClient, Namespace: chart.Namespace}
 	for _, r := range []interface{ SetupWithManager(ctrl.Manager) error }{
-		&platformctrl.PlatformReconciler{Client: c, Git: gitClient, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-platform")},
+		&platformctrl.PlatformReconciler{Client: c, Git: gitClient, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-platform"),
+			Secrets:        &platformctrl.SecretsGrant{ClusterRole: tenantSecretsRole, ServiceAccount: "tau-controller", Namespace: chart.Namespace},
+			AdmissionCheck: true},
+		&admission.Check{Client: c, APIReader: mgr.GetAPIReader(), Clock: clk},
+		&admission.Activator{Client: c, Clock: clk},
 		&repoctrl.RepositoryReconciler{Client: c, Git: gitClient, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-repository")},
 		&runctrl.RunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Scheme: scheme, Files: &policy.GitFiles{Client: c, Git: gitClient},
 			Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-run")},
@@ -177,15 +187,20 @@ func TestTheChartsRBACRunsAPlatformARepositoryAndARun(t *testing.T) {
 	})
 
 	research := newGitRepo(t, "rb-a/research", "../../examples/research")
+	hook := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hook", Namespace: "rb-a"}, Data: map[string][]byte{"token": []byte("s3cret")}}
+	if err := k8s.Create(ctx, hook); err != nil {
+		t.Fatal(err)
+	}
 	repo := &taugridv1.TauRepository{ObjectMeta: metav1.ObjectMeta{Name: "research", Namespace: "rb-a"},
 		Spec: taugridv1.TauRepositorySpec{GitSource: taugridv1.GitSource{URL: research.URL}, Platform: plat.Name,
-			Interval: metav1.Duration{Duration: time.Minute}}}
+			Interval: metav1.Duration{Duration: time.Minute},
+			Webhook:  &taugridv1.Webhook{SecretRef: taugridv1.LocalObjectReference{Name: hook.Name}}}}
 	if err := k8s.Create(ctx, repo); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, "the repository's first poll", func() bool {
+	waitFor(t, 60*time.Second, "the repository's first poll, its webhook Secret read", func() bool {
 		_ = k8s.Get(ctx, client.ObjectKeyFromObject(repo), repo)
-		return repo.Status.LastPollTime != nil
+		return repo.Status.LastPollTime != nil && repo.Status.WebhookPath != ""
 	})
 	research.tag("run/rbac")
 	if err := nudger.NudgeRepository(ctx, repo.Namespace, repo.Name, 0); err != nil {
@@ -199,6 +214,40 @@ func TestTheChartsRBACRunsAPlatformARepositoryAndARun(t *testing.T) {
 
 	if lines := forbidden.get(); len(lines) > 0 {
 		t.Errorf("the chart's RBAC refused %d requests:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+	controllerMayNotReachBeyondTheTenants(t, cfg)
+}
+
+// controllerMayNotReachBeyondTheTenants acts as the controller (cfg) the
+// way a confused or taken-over one would: a Secret in a namespace no
+// tenant names is refused, and so is binding itself any other role.
+func controllerMayNotReachBeyondTheTenants(t *testing.T, cfg *rest.Config) {
+	t.Helper()
+	ctx := context.Background()
+	as, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ns := range []string{"rb-stranger", "kube-system"} {
+		if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "crown-jewels", Namespace: ns}, Data: map[string][]byte{"k": []byte("v")}}
+		if err := k8s.Create(ctx, s); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		if err := as.Get(ctx, client.ObjectKeyFromObject(s), &corev1.Secret{}); !apierrors.IsForbidden(err) {
+			t.Errorf("the controller read Secret %s/%s: %v, want forbidden", ns, s.Name, err)
+		}
+	}
+	if err := as.Get(ctx, client.ObjectKey{Namespace: "rb-a", Name: "hook"}, &corev1.Secret{}); err != nil {
+		t.Errorf("the controller cannot read its tenant's Secret: %v", err)
+	}
+	escalate := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "escalate", Namespace: "rb-a"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "tau-controller", Namespace: chart.Namespace}}}
+	if err := as.Create(ctx, escalate); !apierrors.IsForbidden(err) {
+		t.Errorf("the controller bound itself ClusterRole cluster-admin in a tenant namespace: %v, want forbidden", err)
 	}
 }
 

@@ -59,6 +59,10 @@ func evidenceKubelet(t *testing.T, node string) *controlplane.Kubelet {
 	return k
 }
 
+// attestationKeySecret holds the key that signs attestations, in the
+// test's namespace (the controller's own, in a cluster).
+const attestationKeySecret = "tau-attestation-key"
+
 type evidenceFixture struct {
 	*runFixture
 	store    *evidence.FileStore
@@ -79,7 +83,8 @@ func newEvidenceFixture(t *testing.T, prefix string) *evidenceFixture {
 	}
 	rec := &sealing.EvidenceRecorder{Client: k8s, APIReader: k8s, Logs: runs.PodLogs{Pods: cs.CoreV1()}, Files: f.runRec.Files,
 		Policies: f.runRec.Policies.(*policy.PolicyStore), Sources: &server.Sources{BaseURL: "http://tau-controller:9090", FetchImage: "tau:v1"},
-		Store: st, Clock: f.runRec.Clock, Recorder: events.NewFakeRecorder(100)}
+		Store: st, Clock: f.runRec.Clock, Recorder: events.NewFakeRecorder(100),
+		Attestations: &sealing.AttestationKeys{Client: k8s, Namespace: f.ns, Name: attestationKeySecret}}
 	f.sealer = rec
 	f.runRec.Evidence = &evidence.Page{URL: "https://tau.example/", Links: evidenceLinks}
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "hf", Namespace: f.ns}, StringData: map[string]string{"token": hfToken}}
@@ -207,6 +212,29 @@ func TestASucceededRunLeavesAVerifiableBundleWithItsSecretMasked(t *testing.T) {
 		t.Errorf("pods = %+v", rec.Pods)
 	}
 	f.noSecretIn(t)
+
+	t.Run("the attestation verifies with the public key of the Secret the controller made", func(t *testing.T) {
+		ctx := context.Background()
+		s := &corev1.Secret{}
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: f.ns, Name: attestationKeySecret}, s); err != nil {
+			t.Fatal(err)
+		}
+		pub, err := evidence.ParsePublicKey(s.Data[sealing.AttestationPublicField])
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := evidence.Key{Namespace: f.ns, Run: run.Name, Attempt: 1}
+		raw, _ := f.store.Manifest(ctx, key)
+		env, err := f.store.Attestation(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := evidence.VerifyAttested(ctx, raw, f.store, env, pub)
+		if !r.OK() || r.Attestation.Commit != rec.Run.Commit || r.Attestation.PolicyCommit != rec.Inputs.PolicyCommit ||
+			r.Attestation.Repository != rec.Run.RepositoryURL || len(r.Attestation.Subjects) != len(m.Artifacts)+1 {
+			t.Errorf("attestation: %v %+v", r.Problems, r.Attestation)
+		}
+	})
 
 	t.Run("the recorded manifests are what was submitted", func(t *testing.T) {
 		live := &batchv1.Job{}

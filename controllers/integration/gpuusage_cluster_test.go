@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/google/go-cmp/cmp"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -168,6 +169,9 @@ func TestIdleGPUsAreCaughtAndABusyRunIsSummedUp(t *testing.T) {
 	if u == nil || !u.Idle || !strings.HasPrefix(u.Summary, "1 GPU, 1% busy over the last 10 min; idle: under 5% since ") {
 		t.Fatalf("the idle run's usage: %+v", u)
 	}
+	if d := cmp.Diff([]string{"GPU-" + node + "-1"}, u.UUIDs); d != "" { // its own GPU: not the notebook's, not the other tenant's
+		t.Errorf("the idle run's GPUs by UUID (-want +got):\n%s", d)
+	}
 	if idle.Status.Phase != taugridv1.PhaseRunning {
 		t.Errorf("under idle_policy: warn the idle run is %s: %s", idle.Status.Phase, idle.Status.Message)
 	}
@@ -229,6 +233,9 @@ func TestIdleGPUsAreCaughtAndABusyRunIsSummedUp(t *testing.T) {
 		if got.FailureClass != "IdleGPUs" || got.GPUUsage == nil || !got.GPUUsage.Idle || len(got.GPUUsage.Points) < 12 {
 			t.Fatalf("the evidence's attempt: %+v (usage %+v)", got, got.GPUUsage)
 		}
+		if d := cmp.Diff([]string{"GPU-" + node + "-1"}, got.GPUUsage.UUIDs); d != "" {
+			t.Errorf("the evidence's GPUs by UUID (-want +got):\n%s", d)
+		}
 		if evidence.UsageChart(got.GPUUsage) == nil {
 			t.Error("the evidence page draws no utilisation chart")
 		}
@@ -261,7 +268,8 @@ func useEvidence(t *testing.T, f *runFixture) *evidence.FileStore {
 	f.runRec.Evidence = &evidence.Page{URL: "https://tau.example/", Links: evidenceLinks}
 	f.sealer = &sealing.EvidenceRecorder{Client: k8s, APIReader: k8s, Logs: runs.PodLogs{Pods: cs.CoreV1()}, Files: f.runRec.Files,
 		Policies: f.runRec.Policies.(*policy.PolicyStore), Sources: &server.Sources{BaseURL: "http://tau-controller:9090", FetchImage: "tau:v1"},
-		Store: st, Clock: f.runRec.Clock, Recorder: events.NewFakeRecorder(100)}
+		Store: st, Clock: f.runRec.Clock, Recorder: events.NewFakeRecorder(100),
+		Attestations: &sealing.AttestationKeys{Client: k8s, Namespace: f.ns, Name: attestationKeySecret}}
 	return st
 }
 

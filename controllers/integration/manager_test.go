@@ -18,6 +18,7 @@ import (
 	"github.com/taugrid/taugrid/clusters"
 	"github.com/taugrid/taugrid/server"
 
+	"github.com/taugrid/taugrid/controllers/admission"
 	"github.com/taugrid/taugrid/controllers/forgestatus"
 	platformctrl "github.com/taugrid/taugrid/controllers/platform"
 	repoctrl "github.com/taugrid/taugrid/controllers/repository"
@@ -47,9 +48,10 @@ func startManager(t testing.TB) *runningManager {
 	return startManagerWith(t, nil)
 }
 
-// startManagerWith starts a manager whose run reconciler adjust changes
-// first (nil: none), as cmd/tau-controller's flags would.
-func startManagerWith(t testing.TB, adjust func(ctrl.Manager, *controllers)) *runningManager {
+// newSuiteManager is a manager on the suite's API server as
+// cmd/tau-controller makes one (its client rate, cache and field indexes),
+// with no reconciler yet, and the context that stops it.
+func newSuiteManager(t testing.TB) (ctrl.Manager, context.Context, context.CancelFunc) {
 	t.Helper()
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = 100, 200 // as cmd/tau-controller's defaults
@@ -69,6 +71,14 @@ func startManagerWith(t testing.TB, adjust func(ctrl.Manager, *controllers)) *ru
 			t.Fatal(err)
 		}
 	}
+	return mgr, ctx, cancel
+}
+
+// startManagerWith starts a manager whose run reconciler adjust changes
+// first (nil: none), as cmd/tau-controller's flags would.
+func startManagerWith(t testing.TB, adjust func(ctrl.Manager, *controllers)) *runningManager {
+	t.Helper()
+	mgr, ctx, cancel := newSuiteManager(t)
 	c, clk := mgr.GetClient(), clock.RealClock{}
 	policies := &policy.PolicyStore{Client: c, Git: gitClient, Namespace: "default"}
 	runs := &runctrl.RunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Scheme: scheme, Files: &policy.GitFiles{Client: c, Git: gitClient},
@@ -78,10 +88,16 @@ func startManagerWith(t testing.TB, adjust func(ctrl.Manager, *controllers)) *ru
 		adjust(mgr, adjusted)
 	}
 	steps := []interface{ SetupWithManager(ctrl.Manager) error }{
-		&platformctrl.PlatformReconciler{Client: c, Git: gitClient, Policies: policies, Clock: clk, Recorder: events.NewFakeRecorder(1000)},
+		&platformctrl.PlatformReconciler{Client: c, Git: gitClient, Policies: policies, Clock: clk, Recorder: events.NewFakeRecorder(1000),
+			AdmissionCheck: adjusted.admission},
 		&repoctrl.RepositoryReconciler{Client: c, Git: gitClient, Policies: policies, Clock: clk, Recorder: events.NewFakeRecorder(1000)},
 		runs,
 		&forgestatus.ForgeReconciler{Client: c, Clock: clk, Recorder: events.NewFakeRecorder(1000)},
+	}
+	if adjusted.admission {
+		// As cmd/tau-controller: the platform puts the check on its
+		// ClusterQueues, the admission controller decides it.
+		steps = append(steps, &admission.Check{Client: c, APIReader: mgr.GetAPIReader(), Clock: clk}, &admission.Activator{Client: c, Clock: clk})
 	}
 	if adjusted.sealer != nil {
 		// As cmd/tau-controller: the run reconciler marks ended attempts,
@@ -111,6 +127,9 @@ func startManagerWith(t testing.TB, adjust func(ctrl.Manager, *controllers)) *ru
 // func may change before they start.
 type controllers struct {
 	run *runctrl.RunReconciler
+	// admission puts TauGrid's admission check on the platform's
+	// ClusterQueues and runs the controller that decides it.
+	admission bool
 	// sealer seals the evidence of the attempts the run reconciler ends;
 	// nil runs none.
 	sealer *sealing.EvidenceRecorder

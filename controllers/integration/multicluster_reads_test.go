@@ -144,7 +144,7 @@ func withEvidence(st evidence.Store) func(ctrl.Manager, *controllers) {
 		r.Evidence = &evidence.Page{}
 		c.sealer = &sealing.EvidenceRecorder{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Logs: runs.PodLogs{Pods: cs.CoreV1()},
 			Files: r.Files, Policies: r.Policies.(*policy.PolicyStore), Store: st, Clock: r.Clock, Recorder: events.NewFakeRecorder(100),
-			Clusters: r.Clusters}
+			Clusters: r.Clusters, Attestations: &sealing.AttestationKeys{Client: k8s, Namespace: metav1.NamespaceDefault, Name: attestationKeySecret}}
 	}
 }
 

@@ -414,13 +414,15 @@ var preemptionOrders = []string{
 	"a cache that still shows the attempt going on after TauGrid ended it",
 }
 
-// A preempted attempt is classified Preempted and retried, 50 times out
-// of 50, Job and Ray runs alike, whatever the order in which the
-// Workload's eviction and the job's deletion are seen; and its pods are gone.
+// A preempted attempt is classified Preempted and retried, every time,
+// Job and Ray runs alike, whatever the order in which the Workload's
+// eviction and the job's deletion are seen; and its pods are gone. Each
+// of the 8 pairs of target and order is tried twice (50 tries in all
+// made it a fifth of the integration package's time).
 func TestAPreemptedAttemptIsRetriedWhateverTheOrder(t *testing.T) {
 	f := newRunFixture(t, "rc5")
 	ctx := context.Background()
-	const reps = 50
+	const reps = 2 * 2 * 4 // twice each target (ddp, ray) in each order
 	// Room for every repetition's events: a full fake recorder blocks.
 	f.runRec.Recorder, f.repos.Recorder = events.NewFakeRecorder(100000), events.NewFakeRecorder(100000)
 	targets := []string{"ddp", "ray"}

@@ -69,6 +69,12 @@ func examplePlatformCopy(t testing.TB, prefix string) string {
 func newRunFixtureOn(t testing.TB, prefix, platformDir string, setup ...func(*gitRepo)) (*runFixture, *platformFixture) {
 	t.Helper()
 	plat := newPlatformFrom(t, platformDir)
+	return newRunFixtureWith(t, prefix, plat, setup...), plat
+}
+
+// newRunFixtureWith is newRunFixtureOn for a platform the test set up.
+func newRunFixtureWith(t testing.TB, prefix string, plat *platformFixture, setup ...func(*gitRepo)) *runFixture {
+	t.Helper()
 	if p := plat.reconcile(t); !apimeta.IsStatusConditionTrue(p.Status.Conditions, taugridv1.ConditionReady) {
 		t.Fatalf("platform not ready: %+v", p.Status.Conditions)
 	}
@@ -92,7 +98,7 @@ func newRunFixtureOn(t testing.TB, prefix, platformDir string, setup ...func(*gi
 		set(research)
 	}
 	f.poll(t) // the first poll records what is already there
-	return f, plat
+	return f
 }
 
 func (f *runFixture) poll(t testing.TB) {

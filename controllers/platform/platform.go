@@ -52,11 +52,23 @@ type PlatformReconciler struct {
 	// holding the workers' kubeconfig Secrets; "": one cluster, and a
 	// policy declaring worker clusters is refused.
 	MultiKueueNamespace string
+	// AdmissionCheck puts TauGrid's admission check on every ClusterQueue
+	// the platform applies: Kueue then admits only the workloads TauGrid
+	// rendered, unchanged (controllers/admission decides). cmd/tau-controller
+	// always sets it; a manager without the admission controller would
+	// admit nothing.
+	AdmissionCheck bool
+	// Secrets, when set, is bound in every tenant namespace so that the
+	// controller reads Secrets there; nil binds nothing (the controller's
+	// own roles then say where it reads them).
+	Secrets *SecretsGrant
 }
 
 // +kubebuilder:rbac:groups=taugrid.dev,resources=tauplatforms,verbs=get;list;watch
 // +kubebuilder:rbac:groups=taugrid.dev,resources=tauplatforms/status,verbs=get;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",namespace=taugrid-system,resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;list;create;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=tau-controller-tenant-secrets
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=resourceflavors;workloadpriorityclasses;cohorts;clusterqueues;localqueues,verbs=get;list;watch;create;patch;delete
 
@@ -195,14 +207,18 @@ func (r *PlatformReconciler) applyPolicy(ctx context.Context, p *taugridv1.TauPl
 	if err == nil {
 		objs, err = r.dispatch(ctx, p, lp, objs)
 	}
+	if err == nil && r.AdmissionCheck {
+		objs, err = withPolicyCheck(p, objs)
+	}
+	kueueObjects := len(objs)
 	if err == nil {
-		err = r.applyQueues(ctx, p, objs)
+		err = r.applyQueues(ctx, p, append(objs, r.Secrets.bindings(lp.Policy)...))
 	}
 	if err != nil {
 		return err
 	}
 	p.Status.Commit, p.Status.PolicyDigest = commit, lp.Policy.Digest
-	msg := fmt.Sprintf("policy at %s applied: %d tenants, %d profiles, %d Kueue objects", shared.Short(commit), len(lp.Policy.Tenants), len(lp.Policy.Profiles), len(objs))
+	msg := fmt.Sprintf("policy at %s applied: %d tenants, %d profiles, %d Kueue objects", shared.Short(commit), len(lp.Policy.Tenants), len(lp.Policy.Profiles), kueueObjects)
 	apimeta.RemoveStatusCondition(&p.Status.Conditions, taugridv1.ConditionStalled)
 	r.setCondition(p, taugridv1.ConditionReady, metav1.ConditionTrue, ReasonPolicyApplied, msg)
 	r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, ReasonPolicyApplied, "Apply", "%s", msg)
@@ -297,7 +313,7 @@ func (r *PlatformReconciler) prune(ctx context.Context, p *taugridv1.TauPlatform
 	for _, u := range keep {
 		want[u.GetKind()+"/"+qualifiedName(u)] = true
 	}
-	for _, gvk := range slices.Concat(policy.QueueKinds, dispatchKinds) {
+	for _, gvk := range slices.Concat(policy.QueueKinds, dispatchKinds, grantKinds) {
 		if !policy.Prunable(gvk) {
 			continue
 		}

@@ -66,7 +66,8 @@ type RepositoryReconciler struct {
 // +kubebuilder:rbac:groups=taugrid.dev,resources=taurepositories,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=taugrid.dev,resources=taurepositories/status,verbs=get;patch
 // +kubebuilder:rbac:groups=taugrid.dev,resources=tauruns,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// Secrets (in the repository's namespace) are read through the platform's
+// SecretsGrant.
 
 // Reconcile polls the repository once and requeues after its interval.
 func (r *RepositoryReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {

@@ -69,7 +69,8 @@ func (r *RunReconciler) reconcileGPUUsage(ctx context.Context, run *taugridv1.Ta
 	}
 	reports, unread := r.GPUUsage.Reports(ctx, run.Namespace, held.nodes)
 	minutes, seen := attemptMinutes(reports, run.Namespace, held.pods)
-	u := foldGPUUsage(a.GPUUsage, usageReading{minutes: minutes, seen: seen, want: held.want, unread: unread}, start, now, rule)
+	u := foldGPUUsage(a.GPUUsage, usageReading{minutes: minutes, seen: seen, want: held.want, unread: unread,
+		uuids: heldUUIDs(reports, run.Namespace, held.pods)}, start, now, rule)
 	if u.Idle && (a.GPUUsage == nil || !a.GPUUsage.Idle) {
 		r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, ReasonGPUsIdle, "Observe", "%s", idleEvent(u, rule))
 	}
@@ -198,6 +199,35 @@ type usageReading struct {
 	seen    int                  // GPUs seen held by the attempt's pods
 	want    int                  // GPUs the pods ask for
 	unread  []string
+	uuids   []string // of the GPUs seen held by the attempt's pods
+}
+
+// heldUUIDs are the UUIDs of the GPUs the reports show held by the
+// attempt's own pods (namespace and pod name), now or in their history.
+func heldUUIDs(reports map[string]*gpus.Report, ns string, pods map[string]bool) []string {
+	var out []string
+	for _, rep := range reports {
+		for _, g := range rep.GPUs {
+			held := g.Holder.Namespace == ns && pods[g.Holder.Pod]
+			for _, p := range g.History {
+				held = held || (p.Holder.Namespace == ns && pods[p.Holder.Pod])
+			}
+			if held && g.UUID != "" {
+				out = append(out, g.UUID)
+			}
+		}
+	}
+	return out
+}
+
+// mergeUUIDs adds UUIDs to those recorded before: sorted, each once, at
+// most MaxGPUUUIDs.
+func mergeUUIDs(prev, more []string) []string {
+	all := slices.Compact(slices.Sorted(slices.Values(append(slices.Clone(prev), more...))))
+	if len(all) == 0 {
+		return nil
+	}
+	return all[:min(len(all), taugridv1.MaxGPUUUIDs)]
 }
 
 // foldGPUUsage adds the whole minutes since the last reading to an
@@ -212,6 +242,7 @@ func foldGPUUsage(prev *taugridv1.GPUUsage, rd usageReading, start, now time.Tim
 		u = prev.DeepCopy()
 	}
 	u.ReadAt, u.GPUs = metav1.NewTime(now), int32(rd.seen)
+	u.UUIDs = mergeUUIDs(u.UUIDs, rd.uuids)
 	u.Unread = rd.unread[:min(len(rd.unread), maxUnreadNodes)]
 	if u.Series.StepMinutes == 0 {
 		u.Series = taugridv1.GPUUsageSeries{Start: metav1.NewTime(start.UTC().Truncate(time.Minute)), StepMinutes: 1}

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -123,5 +124,32 @@ func TestTheUsageSeriesFoldsEachMinuteOnceAndStaysBounded(t *testing.T) {
 	want := []taugridv1.GPUUsagePoint{{Minute: 0, Percent: 0, Minutes: 1}, {Minute: 1, Percent: 1, Minutes: 1}, {Minute: 2, Percent: 2, Minutes: 1}}
 	if diff := cmp.Diff(want, short.Series.Points); diff != "" {
 		t.Errorf("points of a 3-minute attempt (-want +got):\n%s", diff)
+	}
+}
+
+// TestTheGPUsAnAttemptHeldAreRecordedByUUID: every reading adds the UUIDs
+// of the GPUs the attempt's own pods held, sorted and each once; another
+// tenant's GPU, or another pod's of the same tenant, is never named.
+func TestTheGPUsAnAttemptHeldAreRecordedByUUID(t *testing.T) {
+	pods := map[string]bool{"run-1-0": true, "run-1-1": true}
+	first := map[string]*gpus.Report{
+		"n1": merge(agentReport("n1", "team-a", "run-1-0", 2, 3, flat(90)), agentReport("n1", "team-b", "run-1-0", 1, 3, flat(90))),
+		"n2": agentReport("n2", "team-a", "other-0", 1, 3, flat(90)),
+	}
+	u := foldGPUUsage(nil, usageReading{uuids: heldUUIDs(first, "team-a", pods), seen: 2, want: 3}, usageStart, usageStart.Add(3*time.Minute), nil)
+	if d := cmp.Diff([]string{"n1-gpu-0", "n1-gpu-1"}, u.UUIDs); d != "" {
+		t.Errorf("after the first reading (-want +got):\n%s", d)
+	}
+	second := map[string]*gpus.Report{"n1": agentReport("n1", "team-a", "run-1-0", 1, 4, flat(90)), "n3": agentReport("n3", "team-a", "run-1-1", 1, 4, flat(90))}
+	u = foldGPUUsage(u, usageReading{uuids: heldUUIDs(second, "team-a", pods), seen: 2, want: 3}, usageStart, usageStart.Add(4*time.Minute), nil)
+	if d := cmp.Diff([]string{"n1-gpu-0", "n1-gpu-1", "n3-gpu-0"}, u.UUIDs); d != "" {
+		t.Errorf("after the second reading (-want +got):\n%s", d)
+	}
+	many := make([]string, 100)
+	for i := range many {
+		many[i] = fmt.Sprintf("GPU-%03d", 99-i)
+	}
+	if got := mergeUUIDs(nil, many); len(got) != taugridv1.MaxGPUUUIDs || got[0] != "GPU-000" {
+		t.Errorf("100 GPUs: recorded %d from %v, want the first %d", len(got), got[:1], taugridv1.MaxGPUUUIDs)
 	}
 }

@@ -137,12 +137,8 @@ func (r *RunReconciler) attemptEnd(ctx context.Context, run *taugridv1.TauRun, o
 // Job or RayJob, read from the API server where the reconciler has a
 // reader around the cache; nil when there is none.
 func (r *RunReconciler) WorkloadOwnedBy(ctx context.Context, namespace, job string) (*kueue.Workload, error) {
-	var reader client.Reader = r.Client
-	if r.APIReader != nil {
-		reader = r.APIReader
-	}
 	var wls kueue.WorkloadList
-	if err := reader.List(ctx, &wls, client.InNamespace(namespace)); err != nil {
+	if err := r.uncached().List(ctx, &wls, client.InNamespace(namespace)); err != nil {
 		return nil, err
 	}
 	for i := range wls.Items {

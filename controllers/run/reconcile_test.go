@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/google/go-cmp/cmp"
 	"os"
 	"testing"
 	"time"
@@ -240,9 +241,14 @@ func TestASubmittedJobIsSuspendedQueuedAndOwned(t *testing.T) {
 		t.Errorf("the Job's owners %v do not name the run as controller", j.OwnerReferences)
 	}
 	run := w.run(t, "r1")
-	want := &taugridv1.WorkloadStatus{Kind: "Job", Name: j.Name, Queue: j.Labels[render.LabelQueueName]}
-	if got := run.Status.Workload; got == nil || *got != *want {
-		t.Errorf("status.workload %+v, want %+v", got, want)
+	fp, err := render.FingerprintOf(&j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &taugridv1.WorkloadStatus{Kind: "Job", Name: j.Name, Queue: j.Labels[render.LabelQueueName],
+		UID: j.UID, Digest: fp.Digest, Fields: fp.Fields}
+	if diff := cmp.Diff(want, run.Status.Workload); diff != "" {
+		t.Errorf("status.workload (-want +got), recording the Job as stored:\n%s", diff)
 	}
 	if run.Status.Workload.Queue == "" {
 		t.Error("the Job names no Kueue queue")

@@ -60,7 +60,13 @@ const (
 	ReasonFailed        = "Failed"
 	ReasonRetrying      = "Retrying"
 	ReasonResumed       = "Resumed"
+	// ReasonUnrecordedWorkload: a workload no status recorded stood where
+	// the run's was to be made, and was deleted.
+	ReasonUnrecordedWorkload = "UnrecordedWorkload"
 )
+
+// errStaleRun ends a submission to be tried again from a fresh look.
+var errStaleRun = errors.New("the submission is tried again")
 
 // RunReconciler turns a TauRun into a suspended Job or RayJob in Kueue and
 // follows it to the end.
@@ -292,15 +298,114 @@ func (r *RunReconciler) reconcileSubmit(ctx context.Context, run *taugridv1.TauR
 		if err := controllerutil.SetControllerReference(run, o, r.Scheme); err != nil {
 			return nil, err
 		}
-		if err := r.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+		err := r.Create(ctx, o)
+		if apierrors.IsAlreadyExists(err) && o == w {
+			live, err := r.unrecorded(ctx, run, kind, w)
+			if err != nil {
+				return nil, err
+			}
+			w = live
+			continue
+		}
+		if err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, fmt.Errorf("creating %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
 		}
 	}
+	// w is now as the API server stored it (defaults, webhooks' changes):
+	// what the policy admission check holds it to.
+	fp, err := render.FingerprintOf(w)
+	if err != nil {
+		return nil, err
+	}
 	run.Status.Workload = &taugridv1.WorkloadStatus{Kind: kind, Name: w.GetName(),
-		Queue: w.GetLabels()[render.LabelQueueName]}
+		Queue: w.GetLabels()[render.LabelQueueName], UID: w.GetUID(), Digest: fp.Digest, Fields: fp.Fields}
 	run.Status.Attempts = append(run.Status.Attempts, taugridv1.Attempt{Number: attempt, Workload: w.GetName()})
 	r.setPhase(run, taugridv1.PhaseQueued, "submitted to queue "+run.Status.Workload.Queue)
 	return w, nil // announced once the status says so
+}
+
+// unrecorded handles a workload that already exists where the run was to
+// create its own. Either the cache has not caught up with a status that
+// records it (the API server says so; the reconcile is repeated); or no
+// status records it: a create whose status patch was refused, or an object
+// someone else made under the run's name. The first is adopted, and
+// returned, when the API server says it is what the run renders (a dry-run
+// update to the rendered object changes nothing the admission check
+// hashes); any other that Kueue holds is deleted and made again: it was
+// never admitted, as the admission check admits only recorded objects.
+func (r *RunReconciler) unrecorded(ctx context.Context, run *taugridv1.TauRun, kind string, w client.Object) (client.Object, error) {
+	reader := r.uncached()
+	fresh := &taugridv1.TauRun{}
+	if err := reader.Get(ctx, client.ObjectKeyFromObject(run), fresh); err != nil {
+		return nil, err
+	}
+	if ws := fresh.Status.Workload; ws != nil && ws.Name == w.GetName() && ws.UID != "" {
+		return nil, fmt.Errorf("%s %s is recorded by a newer copy of the run than the cache holds: %w", kind, w.GetName(), errStaleRun)
+	}
+	live, ok := w.DeepCopyObject().(client.Object)
+	if !ok {
+		return nil, fmt.Errorf("%s %s: not an object", kind, w.GetName())
+	}
+	if err := reader.Get(ctx, client.ObjectKeyFromObject(w), live); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", kind, w.GetName(), err)
+	}
+	// One that runs already went past Kueue without TauGrid's admission
+	// check (which admits only recorded objects): its queue has none, and
+	// deleting it would only cut the attempt short.
+	if metav1.IsControlledBy(live, run) && (started(live) || r.rendersAs(ctx, w, live)) {
+		return live, nil
+	}
+	uid := live.GetUID()
+	err := r.Delete(ctx, live, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("deleting the unrecorded %s %s: %w", kind, w.GetName(), err)
+	}
+	r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, ReasonUnrecordedWorkload, "Submit",
+		"%s %s existed, no status of the run recorded it and it is not what the run renders: deleted, to be created again", kind, w.GetName())
+	return nil, fmt.Errorf("%s %s existed unrecorded and was deleted: %w", kind, w.GetName(), errStaleRun)
+}
+
+// started reports a Job or RayJob that Kueue let start.
+func started(o client.Object) bool {
+	switch x := o.(type) {
+	case *batchv1.Job:
+		return x.Spec.Suspend != nil && !*x.Spec.Suspend
+	case *rayv1.RayJob:
+		return !x.Spec.Suspend
+	}
+	return false
+}
+
+// generatedJobLabels are the pod template labels the API server adds to a
+// Job at creation.
+var generatedJobLabels = []string{"controller-uid", batchv1.ControllerUidLabel, "job-name", batchv1.JobNameLabel}
+
+// rendersAs reports whether live is the rendered object w as the API
+// server would store it: w, given live's identity and what the API server
+// generated for it, is sent as a dry-run update, and the result must
+// fingerprint as live does.
+func (r *RunReconciler) rendersAs(ctx context.Context, w, live client.Object) bool {
+	probe, ok := w.DeepCopyObject().(client.Object)
+	if !ok {
+		return false
+	}
+	probe.SetResourceVersion(live.GetResourceVersion())
+	probe.SetUID(live.GetUID())
+	if p, ok := probe.(*batchv1.Job); ok {
+		l := live.(*batchv1.Job)
+		p.Spec.Selector = l.Spec.Selector
+		for _, k := range generatedJobLabels {
+			if v, ok := l.Spec.Template.Labels[k]; ok {
+				metav1.SetMetaDataLabel(&p.Spec.Template.ObjectMeta, k, v)
+			}
+		}
+	}
+	if err := r.Update(ctx, probe, client.DryRunAll); err != nil {
+		return false
+	}
+	a, aerr := render.FingerprintOf(probe)
+	b, berr := render.FingerprintOf(live)
+	return aerr == nil && berr == nil && a.Digest == b.Digest
 }
 
 // plan resolves the attempt (resolve) and records on the status what it

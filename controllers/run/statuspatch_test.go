@@ -3,6 +3,7 @@ package run
 import (
 	"context"
 	"errors"
+	"k8s.io/utils/ptr"
 	"testing"
 	"time"
 
@@ -78,7 +79,8 @@ func TestAStatusPatchFromAStaleCopyIsRetriedAtOnce(t *testing.T) {
 			}
 
 			stale = false
-			if _, err := w.reconcile(t, "r1"); err != nil {
+			_, err = w.reconcile(t, "r1")
+			if err != nil {
 				t.Fatal(err)
 			}
 			got = w.run(t, "r1")
@@ -93,6 +95,60 @@ func TestAStatusPatchFromAStaleCopyIsRetriedAtOnce(t *testing.T) {
 				if w.holds(t, o) {
 					t.Errorf("%T %s still there once the end was stored", o, o.GetName())
 				}
+			}
+		})
+	}
+}
+
+// TestAJobUnderTheRunsNameIsAdoptedOnlyIfItIsWhatTheRunRenders: a Job that
+// stands under the run's next workload name, controlled by the run, but
+// that no status recorded, is adopted when it is exactly what the run
+// renders (a create whose status patch was refused); one made by someone
+// else (not the run's, or the run's with another image) is deleted and
+// made again, never recorded.
+func TestAJobUnderTheRunsNameIsAdoptedOnlyIfItIsWhatTheRunRenders(t *testing.T) {
+	for name, tc := range map[string]struct {
+		change  func(*batchv1.Job)
+		adopted bool
+	}{
+		"the run's own, as rendered": {change: func(*batchv1.Job) {}, adopted: true},
+		"the run's, another image":   {change: func(j *batchv1.Job) { j.Spec.Template.Spec.Containers[0].Image = "evil/miner" }},
+		"not the run's":              {change: func(j *batchv1.Job) { j.OwnerReferences = nil }},
+		// Started: past a queue without the admission check, which admits
+		// nothing unrecorded; cutting it short protects nothing.
+		"the run's, already started by Kueue": {change: func(j *batchv1.Job) {
+			j.Spec.Suspend = ptr.To(false)
+			j.Spec.Template.Spec.NodeSelector = map[string]string{"flavor": "injected"}
+		}, adopted: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			stale := true
+			w := newRunWorld(t, staleStatus(&stale), builders.MakeTauRun("r1", ns).UID("u1").Obj())
+			if _, err := w.reconcile(t, "r1"); err != nil {
+				t.Fatal(err)
+			}
+			stale = false
+			j := &w.jobs(t)[0]
+			tc.change(j)
+			if err := w.c.Update(context.Background(), j); err != nil {
+				t.Fatal(err)
+			}
+			_, err := w.reconcile(t, "r1")
+			run := w.run(t, "r1")
+			if tc.adopted {
+				if err != nil || run.Status.Workload == nil || run.Status.Workload.Name != j.Name {
+					t.Fatalf("reconcile %v, workload %+v; want the Job adopted", err, run.Status.Workload)
+				}
+				return
+			}
+			if !errors.Is(err, errStaleRun) || run.Status.Workload != nil || len(w.jobs(t)) != 0 {
+				t.Fatalf("reconcile %v, workload %+v, %d Jobs; want the Job deleted and nothing recorded", err, run.Status.Workload, len(w.jobs(t)))
+			}
+			if _, err := w.reconcile(t, "r1"); err != nil {
+				t.Fatal(err)
+			}
+			if jobs := w.jobs(t); len(jobs) != 1 || jobs[0].Spec.Template.Spec.Containers[0].Image == "evil/miner" {
+				t.Errorf("after the next look: %d Jobs; want the run's own made again", len(jobs))
 			}
 		})
 	}

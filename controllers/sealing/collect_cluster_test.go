@@ -62,6 +62,14 @@ func TestTheBundleRecordsWhatTheClusterStillShows(t *testing.T) {
 				Conditions: []evidence.Condition{
 					{Type: "QuotaReserved", Status: "True", Reason: "QuotaReserved", Message: "quota reserved in gpu", Time: started.Add(-time.Second)},
 					{Type: "Admitted", Status: "True", Reason: "Admitted", Message: "admitted by gpu", Time: started}}}},
+		"Kueue's admission checks: each state and message, in name order, a secret masked": {
+			objs: []client.Object{attemptJob(), builders.MakeWorkload("job-r-1-abcde", ns).OwnedByJob(attemptJob()).
+				AdmissionCheck("tau-policy", kueue.CheckStateReady, "the policy allows it", started).
+				AdmissionCheck("budget", kueue.CheckStateRetry, "over budget; HF_TOKEN="+hfToken, started.Add(-time.Second)).Obj()},
+			got: func(r *evidence.Record) any { return r.Kueue.AdmissionChecks },
+			want: []evidence.AdmissionCheck{
+				{Name: "budget", State: "Retry", Message: "over budget; HF_TOKEN=****", Time: started.Add(-time.Second)},
+				{Name: "tau-policy", State: "Ready", Message: "the policy allows it", Time: started}}},
 		"how each container ended": {
 			objs: []client.Object{attemptJob(), attemptWorkload(), attemptPod(3), healthy},
 			got:  func(r *evidence.Record) any { return r.Pods },

@@ -2,6 +2,7 @@ package sealing
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -32,6 +33,9 @@ import (
 
 const (
 	ReasonStoreUnavailable = "StoreUnavailable"
+	// ReasonAttestationKeyUnusable: no bundle is sealed until the
+	// attestation key's Secret holds a key that parses.
+	ReasonAttestationKeyUnusable = "AttestationKeyUnusable"
 )
 
 // sealTimeout bounds collecting and storing one bundle, so a store that
@@ -58,11 +62,14 @@ type EvidenceRecorder struct {
 	Files    policy.TauFileReader
 	Policies PolicyFiles
 	// Sources says where an attempt's pods fetched the source; nil: none.
-	Sources  SourceLocator
-	Store    evidence.Store
-	Clock    clock.PassiveClock
-	Recorder events.EventRecorder
-	Metrics  *EvidenceMetrics
+	Sources SourceLocator
+	Store   evidence.Store
+	// Attestations gives the key that signs each bundle's attestation; a
+	// bundle is sealed only with one (nil seals nothing).
+	Attestations evidence.KeySource
+	Clock        clock.PassiveClock
+	Recorder     events.EventRecorder
+	Metrics      *EvidenceMetrics
 }
 
 // SourceLocator says where an attempt's pods fetched the run's source
@@ -113,9 +120,13 @@ func (e *EvidenceRecorder) seal(ctx context.Context, run *taugridv1.TauRun, atte
 		}
 		if err != nil {
 			msg := fmt.Sprintf("evidence of attempt %d is not stored yet (retrying): %s", n, evidence.NewMasker().Mask(err.Error()))
+			reason := ReasonStoreUnavailable
+			if errors.As(err, new(attestationKeyError)) {
+				reason = ReasonAttestationKeyUnusable
+			}
 			e.count("failed")
-			e.SetCondition(run, metav1.ConditionFalse, ReasonStoreUnavailable, msg)
-			e.Recorder.Eventf(run, nil, corev1.EventTypeWarning, ReasonStoreUnavailable, "Seal", "%s", msg)
+			e.SetCondition(run, metav1.ConditionFalse, reason, msg)
+			e.Recorder.Eventf(run, nil, corev1.EventTypeWarning, reason, "Seal", "%s", msg)
 			return false
 		}
 		if digest == "" {
@@ -145,7 +156,8 @@ func (e *EvidenceRecorder) SetCondition(run *taugridv1.TauRun, s metav1.Conditio
 
 // +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
 // +kubebuilder:rbac:groups="",resources=events,verbs=get;list
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// Secrets in tenant namespaces are read through the platform's SecretsGrant.
+// +kubebuilder:rbac:groups="",namespace=taugrid-system,resources=secrets,verbs=get
 
 // Reconcile seals the bundles of a run whose EvidenceSealed condition is
 // False, backing off through the rate limiter while the store fails.

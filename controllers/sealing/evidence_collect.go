@@ -3,6 +3,7 @@ package sealing
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -61,11 +62,32 @@ func (e *EvidenceRecorder) sealAttempt(ctx context.Context, run *taugridv1.TauRu
 	if err != nil {
 		return "", err
 	}
+	if sealed.Attestation, err = e.attest(ctx, sealed); err != nil {
+		return "", err
+	}
 	if err := evidence.Write(ctx, e.Store, sealed); err != nil {
 		return "", err
 	}
 	return sealed.Digest(), nil
 }
+
+// attest signs the bundle's attestation. Without a key that parses there
+// is no seal: a bundle is never sealed unsigned.
+func (e *EvidenceRecorder) attest(ctx context.Context, s *evidence.Sealed) ([]byte, error) {
+	if e.Attestations == nil {
+		return nil, attestationKeyError{errors.New("no attestation key is configured")}
+	}
+	k, err := e.Attestations.Key(ctx)
+	if err != nil {
+		return nil, attestationKeyError{err}
+	}
+	return evidence.Attest(ctx, s, k)
+}
+
+// attestationKeyError: the key that signs attestations cannot be had.
+type attestationKeyError struct{ error }
+
+func (e attestationKeyError) Unwrap() error { return e.error }
 
 func (e *EvidenceRecorder) collect(ctx context.Context, run *taugridv1.TauRun, n int) (*Collection, error) {
 	c := &Collection{Run: run, Attempt: n, Rec: &evidence.Record{}, Masker: evidence.NewMasker()}
@@ -395,6 +417,11 @@ func kueueTimeline(wl *kueue.Workload) *evidence.KueueTimeline {
 			Message: cond.Message, Time: cond.LastTransitionTime.UTC()})
 	}
 	slices.SortStableFunc(k.Conditions, func(a, b evidence.Condition) int { return a.Time.Compare(b.Time) })
+	for _, ac := range wl.Status.AdmissionChecks {
+		k.AdmissionChecks = append(k.AdmissionChecks, evidence.AdmissionCheck{Name: string(ac.Name), State: string(ac.State),
+			Message: ac.Message, Time: ac.LastTransitionTime.UTC()})
+	}
+	slices.SortFunc(k.AdmissionChecks, func(a, b evidence.AdmissionCheck) int { return compareStrings(a.Name, b.Name) })
 	return k
 }
 
@@ -461,7 +488,7 @@ func podRecord(p *corev1.Pod) evidence.PodRecord {
 	r := evidence.PodRecord{Name: p.Name, Node: p.Spec.NodeName, Phase: string(p.Status.Phase), Reason: p.Status.Reason}
 	add := func(statuses []corev1.ContainerStatus, init bool) {
 		for _, cs := range statuses {
-			cr := evidence.ContainerRecord{Name: cs.Name, Init: init, Restarts: cs.RestartCount}
+			cr := evidence.ContainerRecord{Name: cs.Name, Init: init, Image: cs.Image, ImageID: cs.ImageID, Restarts: cs.RestartCount}
 			if t := cs.State.Terminated; t != nil {
 				cr.ExitCode, cr.Reason, cr.Message = ptr.To(t.ExitCode), t.Reason, t.Message
 				started, finished := t.StartedAt.UTC(), t.FinishedAt.UTC()
@@ -691,6 +718,9 @@ func (c *Collection) maskRecord() {
 	if rec.Kueue != nil {
 		for i := range rec.Kueue.Conditions {
 			rec.Kueue.Conditions[i].Message = m.Mask(rec.Kueue.Conditions[i].Message)
+		}
+		for i := range rec.Kueue.AdmissionChecks {
+			rec.Kueue.AdmissionChecks[i].Message = m.Mask(rec.Kueue.AdmissionChecks[i].Message)
 		}
 	}
 }

@@ -86,6 +86,9 @@ type sealWorld struct {
 	e      *EvidenceRecorder
 }
 
+// The controller's namespace and its attestation key's Secret.
+const controllerNS, attestationSecret = "taugrid-system", "tau-attestation-key"
+
 func newSealWorld(t *testing.T, logs fakeLogs, objs ...client.Object) *sealWorld {
 	t.Helper()
 	st, err := evidence.NewFileStore(t.TempDir())
@@ -95,7 +98,8 @@ func newSealWorld(t *testing.T, logs fakeLogs, objs ...client.Object) *sealWorld
 	c := sharedtest.NewClient(objs...)
 	w := &sealWorld{c: c, store: st, events: events.NewFakeRecorder(20)}
 	w.e = &EvidenceRecorder{Client: c, APIReader: c, Files: &fakeFiles{files: map[string][]byte{"tau.yaml": tauFile(t)}},
-		Policies: &fakePolicies{files: policyFiles(t)}, Store: st, Clock: sharedtest.Clock(), Recorder: w.events}
+		Policies: &fakePolicies{files: policyFiles(t)}, Store: st, Clock: sharedtest.Clock(), Recorder: w.events,
+		Attestations: &AttestationKeys{Client: c, Namespace: controllerNS, Name: attestationSecret}}
 	if logs != nil {
 		w.e.Logs = logs
 	}

@@ -20,9 +20,13 @@ import (
 func TestEveryRenderedObjectPassesAStrictServerSideDryRun(t *testing.T) {
 	e := apiServer(t)
 	ctx := context.Background()
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: Namespace}}
-	if err := e.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+	// The release's namespace, and Kueue's (a MultiKueue manager's roles
+	// are there).
+	for _, name := range []string{Namespace, "kueue-system"} {
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if err := e.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
 	}
 	for name, values := range valueSets() {
 		t.Run(name, func(t *testing.T) {

@@ -152,3 +152,20 @@ func TestPrometheusScrapesWithItsTokenAndTheControllerOverHTTPS(t *testing.T) {
 		t.Errorf("bearer token file, scheme, insecureSkipVerify (-want +got):\n%s", diff)
 	}
 }
+
+// TestThePlatformTeamIsToldHowToPrintTheAttestationKey: NOTES gives the
+// one kubectl command that prints the public key auditors verify with,
+// and the controller may read and create that Secret in its namespace.
+func TestThePlatformTeamIsToldHowToPrintTheAttestationKey(t *testing.T) {
+	r := render(t, nil)
+	want := `kubectl -n ` + Namespace + ` get secret tau-attestation-key -o go-template='{{index .data "cosign.pub" | base64decode}}'`
+	if !strings.Contains(r.Notes, want) {
+		t.Errorf("NOTES lack %s:\n%s", want, r.Notes)
+	}
+	role := convert[rbacv1.Role](t, r.Find("Role", "tau-controller"))
+	for _, verb := range []string{"get", "create"} {
+		if !grants(role.Rules, "", "secrets", "", verb) {
+			t.Errorf("the controller's Role in %s does not grant %s on secrets", role.Namespace, verb)
+		}
+	}
+}

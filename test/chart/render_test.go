@@ -62,6 +62,7 @@ evidence:
     s3: {endpoint: "https://s3.example.com", bucket: tau-evidence, region: eu-west-1, existingSecret: evidence-s3}
 platform: {create: true, url: "https://git.example.com/platform.git", ref: v3, path: policy, existingSecret: platform-git}
 ingress: {enabled: true, className: nginx, host: tau.example.com, tls: {secretName: tau-tls}, annotations: {example.com/x: "y"}, trustedProxies: [10.0.0.0/8, "fd00::/8"]}
+admissionPolicy: {exceptGroups: [platform-admins]}
 networkPolicy: {webhookFrom: [{ipBlock: {cidr: 140.82.112.0/20}}]}
 metrics:
   readers: [{kind: ServiceAccount, name: prometheus-k8s, namespace: monitoring}, {kind: Group, name: sre}]
@@ -228,6 +229,41 @@ func TestTheChartGrantsTheGeneratedRules(t *testing.T) {
 	}
 }
 
+// TestTheControllerReadsSecretsOnlyWhereItIsBound: no role of the
+// controller's grants Secrets beyond its own namespace (and Kueue's, for a
+// MultiKueue manager); in tenant namespaces it reads them through the role
+// its --tenant-secrets-role names, which it may bind and nothing else.
+func TestTheControllerReadsSecretsOnlyWhereItIsBound(t *testing.T) {
+	r := render(t, everyOptionOn())
+	d := convert[appsv1.Deployment](t, r.Find("Deployment", "tau-controller"))
+	args := d.Spec.Template.Spec.Containers[0].Args
+	role, sa := arg(args, "--tenant-secrets-role"), arg(args, "--service-account")
+	if sa != d.Spec.Template.Spec.ServiceAccountName {
+		t.Errorf("--service-account=%s, but the controller runs as %s", sa, d.Spec.Template.Spec.ServiceAccountName)
+	}
+	grant := convert[rbacv1.ClusterRole](t, r.Find("ClusterRole", role))
+	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get"}}}
+	if diff := cmp.Diff(want, grant.Rules); diff != "" {
+		t.Errorf("ClusterRole %s (-want +got):\n%s", role, diff)
+	}
+	cr := convert[rbacv1.ClusterRole](t, r.Find("ClusterRole", "tau-controller"))
+	for _, rule := range cr.Rules {
+		if slices.Contains(rule.Resources, "secrets") {
+			t.Errorf("the controller's ClusterRole grants %v on Secrets in every namespace", rule.Verbs)
+		}
+		if slices.Contains(rule.Resources, "clusterroles") && !cmp.Equal(rule.ResourceNames, []string{role}) {
+			t.Errorf("the controller may bind %v, want only %s", rule.ResourceNames, role)
+		}
+	}
+	mk := r.Find("Role", "tau-controller-multikueue")
+	if mk == nil || mk.GetNamespace() != "kueue-system" {
+		t.Fatalf("no Role for the workers' kubeconfig Secrets in kueue-system: %v", mk)
+	}
+	if render(t, nil).Find("Role", "tau-controller-multikueue") != nil {
+		t.Error("a single-cluster install grants Secrets in Kueue's namespace")
+	}
+}
+
 func readObjects(t *testing.T, path string) []*unstructured.Unstructured {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -271,8 +307,8 @@ func TestTheNodeAgentRunsOnGPUNodesUnderItsOwnAdmissionPolicy(t *testing.T) {
 		t.Errorf("the policy does not match the release's service account: %s", b)
 	}
 	off := render(t, map[string]any{"nodeAgent": map[string]any{"enabled": false}})
-	if n := len(off.Kinds("DaemonSet", "ValidatingAdmissionPolicy")); n != 0 {
-		t.Errorf("nodeAgent.enabled=false still renders %d agent objects", n)
+	if ds, vap := off.Find("DaemonSet", "tau-nodeagent"), off.Find("ValidatingAdmissionPolicy", "tau-nodeagent-own-node"); ds != nil || vap != nil {
+		t.Errorf("nodeAgent.enabled=false still renders the agent's DaemonSet (%v) or its policy (%v)", ds != nil, vap != nil)
 	}
 }
 

@@ -49,7 +49,7 @@ func NewClient(objs ...client.Object) client.WithWatch {
 func Builder(objs ...client.Object) *fake.ClientBuilder {
 	b := fake.NewClientBuilder().WithScheme(Scheme()).WithObjects(objs...).
 		WithStatusSubresource(&taugridv1.TauRun{}, &taugridv1.TauRepository{}, &taugridv1.TauPlatform{},
-			&kueue.Workload{}, &batchv1.Job{}, &rayv1.RayJob{}, &corev1.Pod{}, &corev1.Node{})
+			&kueue.Workload{}, &kueue.AdmissionCheck{}, &batchv1.Job{}, &rayv1.RayJob{}, &corev1.Pod{}, &corev1.Node{})
 	for _, ix := range shared.Indexes() {
 		b = b.WithIndex(ix.Object, ix.Field, ix.Extract)
 	}

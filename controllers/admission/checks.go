@@ -1,0 +1,179 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	batchv1 "k8s.io/api/batch/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/taugrid/taugrid/controllers/shared"
+	"github.com/taugrid/taugrid/render"
+)
+
+// verdict is the check's state for a workload and the sentence that says
+// why.
+type verdict struct {
+	state   kueue.CheckState
+	message string
+}
+
+// The sentences start alike so that a reader of the workload (kubectl
+// describe, tau status) sees at once whose refusal it is.
+func rejected(format string, args ...any) *verdict {
+	return &verdict{kueue.CheckStateRejected, "TauGrid policy: " + fmt.Sprintf(format, args...)}
+}
+
+func waiting(format string, args ...any) *verdict {
+	return &verdict{kueue.CheckStatePending, "TauGrid policy: " + fmt.Sprintf(format, args...)}
+}
+
+// subject is what the checks look at: the workload, the object that owns
+// it, read whole from the API server, and the run that owns that.
+type subject struct {
+	wl    *kueue.Workload
+	owner client.Object
+	kind  string
+	run   *taugridv1.TauRun
+}
+
+// decide runs the chain: the first check with something to say decides;
+// a workload every check passes is Ready. Each check is a named function
+// with its attacker in its test (checks_test.go).
+func (c *Check) decide(ctx context.Context, wl *kueue.Workload) (verdict, error) {
+	s := &subject{wl: wl}
+	for _, step := range []func(context.Context, *subject) (*verdict, error){
+		c.ownedByAJobOrRayJob,
+		c.ownedByARun,
+		recordedByTheRun,
+		unchangedSinceRender,
+		runStillWanted,
+	} {
+		v, err := step(ctx, s)
+		if err != nil || v != nil {
+			if v == nil {
+				v = &verdict{}
+			}
+			return *v, err
+		}
+	}
+	w := s.run.Status.Workload
+	return verdict{kueue.CheckStateReady, fmt.Sprintf("TauGrid policy: %s %s was rendered for run %s under policy commit %s and is unchanged since (%s)",
+		w.Kind, w.Name, s.run.Name, shared.Short(s.run.Status.PolicyCommit), shortDigest(w.Digest))}, nil
+}
+
+// ownedByAJobOrRayJob: a Workload made by hand, or by any other kind of
+// object, is none TauGrid rendered.
+func (c *Check) ownedByAJobOrRayJob(ctx context.Context, s *subject) (*verdict, error) {
+	ref := metav1.GetControllerOfNoCopy(s.wl)
+	switch {
+	case ref == nil:
+		return rejected("created outside TauGrid: the workload belongs to no Job or RayJob"), nil
+	case ref.APIVersion == batchv1.SchemeGroupVersion.String() && ref.Kind == "Job":
+		s.owner = &batchv1.Job{}
+	case ref.APIVersion == rayv1.GroupVersion.String() && ref.Kind == "RayJob":
+		s.owner = &rayv1.RayJob{}
+	default:
+		return rejected("created outside TauGrid: the workload belongs to %s %s, and TauGrid makes only Jobs and RayJobs", ref.Kind, ref.Name), nil
+	}
+	s.kind = ref.Kind
+	err := c.APIReader.Get(ctx, client.ObjectKey{Namespace: s.wl.Namespace, Name: ref.Name}, s.owner)
+	if apierrors.IsNotFound(err) {
+		return waiting("%s %s is gone; Kueue removes its workload", ref.Kind, ref.Name), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if s.owner.GetUID() != ref.UID {
+		return waiting("%s %s was made again; Kueue makes its workload again", ref.Kind, ref.Name), nil
+	}
+	return nil, nil
+}
+
+// ownedByARun: the Job must be controlled by a TauRun that exists, the
+// very one its owner reference names (by UID, not only by name).
+func (c *Check) ownedByARun(ctx context.Context, s *subject) (*verdict, error) {
+	ref := metav1.GetControllerOfNoCopy(s.owner)
+	if ref == nil || ref.APIVersion != taugridv1.GroupVersion.String() || ref.Kind != "TauRun" {
+		return rejected("created outside TauGrid: %s %s belongs to no TauGrid run", s.kind, s.owner.GetName()), nil
+	}
+	run := &taugridv1.TauRun{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: s.wl.Namespace, Name: ref.Name}, run)
+	if apierrors.IsNotFound(err) {
+		return rejected("created outside TauGrid: %s %s names run %s, which does not exist", s.kind, s.owner.GetName(), ref.Name), nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if run.UID != ref.UID {
+		return rejected("created outside TauGrid: %s %s names an earlier run %s, not the one there now", s.kind, s.owner.GetName(), ref.Name), nil
+	}
+	s.run = run
+	return nil, nil
+}
+
+// recordedByTheRun: the run's status must record this very object (its
+// UID) as its current workload. Until it records one, the check waits;
+// an object it did not record, made under its name or another, never
+// passes.
+func recordedByTheRun(_ context.Context, s *subject) (*verdict, error) {
+	w := s.run.Status.Workload
+	name := s.owner.GetName()
+	switch {
+	case w == nil || w.UID == "":
+		return waiting("waiting for run %s to record %s %s as the workload it submitted", s.run.Name, s.kind, name), nil
+	case w.Kind != s.kind || w.Name != name:
+		return rejected("created outside TauGrid: run %s submitted %s %s, not %s %s", s.run.Name, w.Kind, w.Name, s.kind, name), nil
+	case w.UID != s.owner.GetUID():
+		return rejected("created outside TauGrid: %s %s is not the one run %s submitted under that name", s.kind, name, s.run.Name), nil
+	case w.Digest == "":
+		return rejected("run %s recorded no digest of what it rendered", s.run.Name), nil
+	}
+	return nil, nil
+}
+
+// unchangedSinceRender: the object must still hash to what the API server
+// stored when TauGrid created it; the fields that changed are named.
+func unchangedSinceRender(_ context.Context, s *subject) (*verdict, error) {
+	fp, err := render.FingerprintOf(s.owner)
+	if err != nil {
+		return nil, err
+	}
+	w := s.run.Status.Workload
+	if fp.Digest == w.Digest {
+		return nil, nil
+	}
+	changed := render.Changed(w.Fields, fp.Fields)
+	what := strings.Join(changed, ", ")
+	if len(changed) > 5 {
+		what = strings.Join(changed[:5], ", ") + fmt.Sprintf(" and %d more", len(changed)-5)
+	}
+	if what == "" {
+		what = "a field whose short digest is unchanged"
+	}
+	return rejected("%s %s changed after TauGrid rendered it: %s", s.kind, s.owner.GetName(), what), nil
+}
+
+// runStillWanted: a cancelled or ended run's workload is admitted no more.
+func runStillWanted(_ context.Context, s *subject) (*verdict, error) {
+	switch p := s.run.Status.Phase; {
+	case s.run.Spec.Cancel:
+		return rejected("run %s was cancelled", s.run.Name), nil
+	case p == taugridv1.PhaseSucceeded || p == taugridv1.PhaseFailed || p == taugridv1.PhaseCancelled:
+		return rejected("run %s has ended (%s)", s.run.Name, p), nil
+	}
+	return nil, nil
+}
+
+func shortDigest(d string) string {
+	if len(d) > len("sha256:")+12 {
+		return d[:len("sha256:")+12]
+	}
+	return d
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"io"
 	"os"
 	"strings"
@@ -106,6 +107,7 @@ func TestTheAgentMayChangeOnlyWhatItOwnsOnItsOwnNode(t *testing.T) {
 	})
 	run(t, a)
 	waitNode(t, admin, "own-node", 10*time.Second, "healthy", isHealthy)
+	waitHostSlot(t, admin, "own-node")
 	f.xid(2, 79)
 	waitNode(t, admin, "own-node", 5*time.Second, "tainted", isUnhealthy)
 	waitEvents(t, admin, "own-node", map[string][]string{ReasonHealthy: {"Normal"}, ReasonXIDFatal: {"Warning", "Warning"}})
@@ -133,6 +135,18 @@ func TestTheAgentMayChangeOnlyWhatItOwnsOnItsOwnNode(t *testing.T) {
 				return patch(ctx, agent, "own-node", `{"metadata":{"annotations":{"`+AnnotationResetAt+`":"2030-01-01T00:00:00Z"}}}`, "")
 			},
 			want: "may change only the taugrid.dev/gpu-health annotation",
+		},
+		"a GPU more in its own node's capacity": {
+			do: func() error {
+				return patch(ctx, agent, "own-node", `{"status":{"capacity":{"nvidia.com/gpu":"16"}}}`, "status")
+			},
+			want: "may change only the taugrid.dev/host slot of a Node's capacity, to 1",
+		},
+		"two host slots": {
+			do: func() error {
+				return patch(ctx, agent, "own-node", `{"status":{"allocatable":{"taugrid.dev/host":"2"}}}`, "status")
+			},
+			want: "may change only the taugrid.dev/host slot of a Node's capacity, to 1",
 		},
 		"the Ready condition": {
 			do: func() error {
@@ -236,4 +250,22 @@ func envFieldPath(env []corev1.EnvVar, name string) string {
 		}
 	}
 	return ""
+}
+
+// waitHostSlot waits until the node offers one host slot in its capacity
+// and allocatable, as the agent advertises it.
+func waitHostSlot(t *testing.T, c kubernetes.Interface, node string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, n := viewNode(t, c, node)
+		capacity, allocatable := n.Status.Capacity[taugridv1.ResourceHostSlot], n.Status.Allocatable[taugridv1.ResourceHostSlot]
+		if capacity.Value() == 1 && allocatable.Value() == 1 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("node %s offers no host slot: capacity %v, allocatable %v", node, n.Status.Capacity, n.Status.Allocatable)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

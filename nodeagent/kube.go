@@ -9,8 +9,10 @@ import (
 	"strconv"
 	"time"
 
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -93,6 +95,32 @@ func (k *kube) get(ctx context.Context) error {
 // patchCondition writes one condition, leaving the others (merged by type).
 func (k *kube) patchCondition(ctx context.Context, c corev1.NodeCondition) error {
 	body, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{c}}})
+	if err != nil {
+		return err
+	}
+	return k.do(ctx, "patch-status", func(ctx context.Context) error {
+		n, err := k.client.CoreV1().Nodes().Patch(ctx, k.name, types.StrategicMergePatchType, body, metav1.PatchOptions{}, "status")
+		if err == nil {
+			k.node = n
+		}
+		return err
+	})
+}
+
+// advertiseHostSlot makes the node offer one taugridv1.ResourceHostSlot,
+// in capacity and allocatable, unless it does already: each pod of a
+// multi-node run on a TAS flavor asks one, so that Kueue's topology
+// assignment, like kube-scheduler, puts at most one on a host. The kubelet
+// keeps an extended resource written this way; a node whose status lost it
+// gets it back at the next sync.
+func (k *kube) advertiseHostSlot(ctx context.Context) error {
+	one := resource.MustParse("1")
+	c, a := k.node.Status.Capacity[taugridv1.ResourceHostSlot], k.node.Status.Allocatable[taugridv1.ResourceHostSlot]
+	if c.Cmp(one) == 0 && a.Cmp(one) == 0 {
+		return nil
+	}
+	slot := map[string]string{taugridv1.ResourceHostSlot: "1"}
+	body, err := json.Marshal(map[string]any{"status": map[string]any{"capacity": slot, "allocatable": slot}})
 	if err != nil {
 		return err
 	}

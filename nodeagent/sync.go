@@ -134,6 +134,9 @@ func (a *Agent) apply(ctx context.Context) syncOutcome {
 			out.Wrote = true
 		}
 	}
+	if err := a.kube.advertiseHostSlot(ctx); err != nil {
+		errs = append(errs, fmt.Errorf("advertising the host slot: %w", err))
+	}
 	annotation := a.persisted(has, want).encode()
 	change := specChange{annotation: &annotation}
 	if want != has {

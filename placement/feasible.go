@@ -26,6 +26,10 @@ type Request struct {
 	Level    string
 	// OnePerHost places at most one pod on a node (multi-node torchrun).
 	OnePerHost bool
+	// HostSlot, with OnePerHost, is the extended resource each pod asks one
+	// of and each node offers one of (tau-nodeagent advertises it): a node
+	// without it holds none of the pods.
+	HostSlot corev1.ResourceName
 }
 
 // Shortfall says why a request can never fit the cluster's nodes, even
@@ -38,6 +42,8 @@ type Shortfall struct {
 	// can hold; BestDomain names that domain.
 	Best       int
 	BestDomain string
+	// Unslotted is how many matching nodes offer no host slot.
+	Unslotted int
 }
 
 func (s *Shortfall) Error() string {
@@ -55,6 +61,8 @@ func (s *Shortfall) Error() string {
 		need = fmt.Sprintf("needs %d hosts with %s each%s, one pod per host", r.Pods, describe(r.PerPod), in)
 	}
 	switch {
+	case s.Best == 0 && s.Unslotted == s.Matching:
+		return need + fmt.Sprintf("; none of the %d matching nodes offers %s, which keeps such pods on distinct hosts: is tau-nodeagent running on them?", s.Matching, r.HostSlot)
 	case s.Best == 0:
 		return need + fmt.Sprintf("; none of the %d matching nodes has room for one", s.Matching)
 	case r.OnePerHost:
@@ -76,7 +84,7 @@ func Check(nodes []*corev1.Node, r Request) *Shortfall {
 		}
 	}
 	perDomain := map[string]*int{} // pointers: a lookup by []byte key does not allocate
-	matching := 0
+	matching, unslotted := 0, 0
 	var key []byte
 	for _, n := range nodes {
 		if !matches(n, r) {
@@ -86,6 +94,10 @@ func Check(nodes []*corev1.Node, r Request) *Shortfall {
 		fit := fits(n.Status.Allocatable, r.PerPod)
 		if r.OnePerHost {
 			fit = min(fit, 1)
+		}
+		if slot := n.Status.Allocatable[r.HostSlot]; r.OnePerHost && r.HostSlot != "" && slot.CmpInt64(1) < 0 {
+			fit = 0
+			unslotted++
 		}
 		if fit == 0 {
 			continue
@@ -105,7 +117,7 @@ func Check(nodes []*corev1.Node, r Request) *Shortfall {
 			perDomain[string(key)] = c
 		}
 	}
-	s := &Shortfall{Request: r, Matching: matching}
+	s := &Shortfall{Request: r, Matching: matching, Unslotted: unslotted}
 	for _, d := range slices.Sorted(maps.Keys(perDomain)) {
 		if c := *perDomain[d]; c > s.Best {
 			s.Best, s.BestDomain = c, d

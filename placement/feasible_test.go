@@ -144,3 +144,32 @@ func TestNewTopologyNamesLevelsAndRefusesWhatKueueRefuses(t *testing.T) {
 		}
 	}
 }
+
+// TestOnePerHostCountsOnlyNodesOfferingAHostSlot: with the host slot, a
+// node without one holds none of the pods, as Kueue's TAS and
+// kube-scheduler count it; with none anywhere the refusal says why.
+func TestOnePerHostCountsOnlyNodesOfferingAHostSlot(t *testing.T) {
+	topo := testTopology(t)
+	const slot = "taugrid.dev/host"
+	slotted := func(nodes []*corev1.Node, names ...string) []*corev1.Node {
+		for _, n := range nodes {
+			for _, name := range names {
+				if n.Name == name {
+					n.Status.Allocatable[slot] = resource.MustParse("1")
+				}
+			}
+		}
+		return nodes
+	}
+	req := Request{Pods: 2, PerPod: gpus(4), Topology: topo, Level: "rack", OnePerHost: true, HostSlot: slot}
+	if s := Check(slotted(twoBlocks(), "n1", "n2"), req); s != nil {
+		t.Errorf("two slotted hosts of one rack refused: %v", s)
+	}
+	if s := Check(slotted(twoBlocks(), "n1", "n4"), req); s == nil || s.Best != 1 {
+		t.Errorf("slotted hosts in two racks: %v, want the largest rack holding 1", s)
+	}
+	want := "needs 2 hosts with 4 nvidia.com/gpu, 48 cpu each in one rack, one pod per host; none of the 6 matching nodes offers taugrid.dev/host, which keeps such pods on distinct hosts: is tau-nodeagent running on them?"
+	if s := Check(twoBlocks(), req); s == nil || s.Error() != want {
+		t.Errorf("no slot anywhere: %v, want %q", s, want)
+	}
+}

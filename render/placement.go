@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/placement"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -206,6 +207,19 @@ func onePerHost(a *corev1.Affinity, run string, attempt string) *corev1.Affinity
 	return out
 }
 
+// addHostSlot asks one host slot for a pod of a multi-node run placed by
+// topology: the pod anti-affinity keeps such pods apart for kube-scheduler,
+// the slot keeps them apart for Kueue's TAS, which reads no affinity and
+// would otherwise assign two of them one host (taugridv1.ResourceHostSlot).
+func (p *Plan) addHostSlot(c *corev1.Container) {
+	if p.Placement.Topology == nil {
+		return
+	}
+	one := resourceFromInt(1)
+	c.Resources.Requests[taugridv1.ResourceHostSlot] = one
+	c.Resources.Limits[taugridv1.ResourceHostSlot] = one
+}
+
 // addMIG gives the container one slice of the run's MIG profile.
 func (p *Plan) addMIG(c *corev1.Container) {
 	if p.MIG == "" {
@@ -240,6 +254,9 @@ func (p *Plan) PlacementRequest() (placement.Request, bool) {
 	}
 	r := placement.Request{Pods: p.pods(), PerPod: per, Selector: sel, Topology: p.Placement.Topology,
 		OnePerHost: p.Engine == EngineJob && p.Nodes > 1}
+	if r.OnePerHost {
+		r.HostSlot = taugridv1.ResourceHostSlot
+	}
 	if p.Placement.Mode == PlacementRequired {
 		r.Level = p.Placement.Level.Name
 	}

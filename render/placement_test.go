@@ -8,6 +8,7 @@ import (
 	"testing/fstest"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 )
@@ -150,6 +151,12 @@ func TestPlacementRendersKueueTASAnnotations(t *testing.T) {
 				if got := a != nil && a.PodAntiAffinity != nil; got != tc.onePerHost {
 					t.Errorf("one pod per host = %v, want %v", got, tc.onePerHost)
 				}
+				// The host slot keeps them apart for Kueue's TAS, which reads no affinity.
+				res := w.Spec.Template.Spec.Containers[0].Resources
+				req, lim := res.Requests[taugridv1.ResourceHostSlot], res.Limits[taugridv1.ResourceHostSlot]
+				if got := req.Value() == 1 && lim.Value() == 1; got != tc.onePerHost {
+					t.Errorf("a host slot asked = %v (requests %v), want %v", got, res.Requests, tc.onePerHost)
+				}
 			case *rayv1.RayJob:
 				rc := w.Spec.RayClusterSpec
 				checkAnnotations(t, "the Ray head", rc.HeadGroupSpec.Template.Annotations, tc.want)
@@ -255,6 +262,12 @@ func TestPlatformTopologyRefusalsNameFileAndLine(t *testing.T) {
 				f["kueue/topology.yaml"].Data = []byte(strings.Replace(topologyKueue, "  nodeLabels:\n    example.com/pool: tas\n", "", 1))
 			},
 			"kueue/topology.yaml:11:1: ResourceFlavor h200-tas: spec.nodeLabels: required with spec.topologyName",
+		},
+		"a topology no flavor places pods by (its flavor's topologyName removed)": {
+			func(f fstest.MapFS) {
+				f["kueue/topology.yaml"].Data = []byte(strings.Replace(topologyKueue, "  topologyName: gpu-fabric\n", "", 1))
+			},
+			`.topology: no ResourceFlavor under kueue/ places pods by Topology "gpu-fabric" (spec.topologyName)`,
 		},
 		"a profile naming no declared topology": {
 			func(f fstest.MapFS) { delete(f, "kueue/topology.yaml") },

@@ -13,8 +13,11 @@ func validateProfilePlacement(c *checker, p *Policy) {
 	for i, pr := range p.Profiles {
 		at := fmt.Sprintf("profiles[%d]", i)
 		topo := p.Topologies[pr.Topology]
-		if pr.Topology != "" && topo == nil {
+		switch {
+		case pr.Topology != "" && topo == nil:
 			c.errorf(at+".topology", "no Topology %q is declared under %s/; declared: %s", pr.Topology, kueueDir, declared(p.Topologies))
+		case topo != nil && len(topo.Flavors) == 0:
+			c.errorf(at+".topology", "no ResourceFlavor under %s/ places pods by Topology %q (spec.topologyName), so Kueue would admit none of this profile's GPU runs; remove topology: to place them without it (docs/platform.md, \"Switching topology placement off and on\")", kueueDir, pr.Topology)
 		}
 		if need := pr.MultiNodePlacement; need != "" {
 			ask, ok := parsePlacement(need)

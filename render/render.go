@@ -177,6 +177,7 @@ func job(p *Plan) *batchv1.Job {
 		)
 		c.Ports = []corev1.ContainerPort{{Name: "rendezvous", ContainerPort: torchrunPort}}
 		j.Spec.Template.Spec.Affinity = onePerHost(j.Spec.Template.Spec.Affinity, p.Run.Name, strconv.Itoa(p.Run.Attempt))
+		p.addHostSlot(c)
 	}
 	return j
 }

@@ -107,6 +107,9 @@ func quotaRows(cq *kueue.ClusterQueue) []QuotaView {
 	for _, rg := range cq.Spec.ResourceGroups {
 		for _, f := range rg.Flavors {
 			for _, r := range f.Resources {
+				if r.Name == taugridv1.ResourceHostSlot {
+					continue // TauGrid's own, of a quota nothing reaches: the hosts are the limit
+				}
 				u := used[string(f.Name)+"/"+string(r.Name)]
 				limit := "unlimited"
 				if cq.Spec.CohortName == "" {

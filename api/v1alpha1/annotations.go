@@ -78,3 +78,12 @@ const (
 // its checks, the check's own message with them, so a run reads its
 // refusal here.
 const AnnotationAdmissionRefusal = "taugrid.dev/admission-refusal"
+
+// ResourceHostSlot is the extended resource that keeps a multi-node run's
+// pods on distinct hosts where Kueue's Topology-Aware Scheduling assigns
+// them: tau-nodeagent advertises one per GPU node, each pod of a
+// multi-node torchrun run on a TAS flavor requests one, and the platform's
+// ClusterQueues cover it for their TAS flavors. Kueue's TAS counts it per
+// node as kube-scheduler does, so neither places two such pods on one host
+// (Kueue reads no pod anti-affinity).
+const ResourceHostSlot = "taugrid.dev/host"

@@ -6,14 +6,18 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/test/controlplane"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -147,6 +151,8 @@ func TestPlacementOnATopologyOfBlocksAndRacks(t *testing.T) {
 	f.research.write("tau/wide.yaml", fabricTau+"execution:\n  launcher: torchrun\ncompute:\n  nodes: 3\n  placement: same-rack\n")
 	f.research.write("tau/spread.yaml", fabricTau+"execution:\n  launcher: torchrun\ncompute:\n  nodes: 3\n  placement: prefer-same-rack\n")
 	f.research.write("tau/ray.yaml", fabricTau+"compute:\n  workers: 2\n  placement: same-block\n")
+	f.research.write("tau/half.yaml", fabricTau+"execution:\n  launcher: torchrun\ncompute:\n  nodes: 2\n  gpus: 4\n  placement: same-rack\n")
+	f.research.write("tau/wide-half.yaml", fabricTau+"execution:\n  launcher: torchrun\ncompute:\n  nodes: 3\n  gpus: 4\n  placement: same-rack\n")
 	f.research.commit("placements")
 
 	start := func(id, target string) *taugridv1.TauRun {
@@ -208,6 +214,42 @@ func TestPlacementOnATopologyOfBlocksAndRacks(t *testing.T) {
 		}
 	})
 
+	t.Run("two pods that would fit one host still land on two hosts of one rack, as Kueue assigned them", func(t *testing.T) {
+		freeFabric(t, f.ns, "tp1")
+		run := start("half", "half")
+		nodes := scheduledPods(t, run, 2)
+		if racks := domains(nodes, blockLabel, rackLabel); len(racks) != 1 {
+			t.Errorf("the pods landed in racks %v, want one", racks)
+		}
+		if nodes[0].Name == nodes[1].Name {
+			t.Errorf("both 4-GPU pods on host %s, want one per host", nodes[0].Name)
+		}
+		for _, p := range podsOfRun(t, run) {
+			if p.Spec.NodeSelector[corev1.LabelHostname] != p.Spec.NodeName {
+				t.Errorf("pod %s on %s has node selector %v, not Kueue's topology assignment", p.Name, p.Spec.NodeName, p.Spec.NodeSelector)
+			}
+		}
+		// The attempt records where its pods run, for its evidence.
+		want := []string{nodes[0].Name, nodes[1].Name}
+		slices.Sort(want)
+		waitFor(t, 30*time.Second, "the attempt to record its nodes", func() bool {
+			run = getRun(t, f.ns, run.Name)
+			return len(run.Status.Attempts) == 1 && slices.Equal(run.Status.Attempts[0].Nodes, want)
+		})
+	})
+
+	t.Run("three 4-GPU pods in racks of two hosts are refused before submission", func(t *testing.T) {
+		run := start("wide-half", "wide-half")
+		waitFor(t, 30*time.Second, "the run to be refused", func() bool {
+			run = getRun(t, f.ns, run.Name)
+			return run.Status.Phase == taugridv1.PhaseFailed
+		})
+		want := "compute.placement: needs 3 hosts with 4 nvidia.com/gpu, 48 cpu, 512Gi memory each in one rack, one pod per host; the largest rack (b1/r1) has 2"
+		if !strings.Contains(run.Status.Message, want) || len(run.Status.Attempts) != 0 {
+			t.Errorf("the refusal says %q (attempts %v), want it to contain %q and nothing submitted", run.Status.Message, run.Status.Attempts, want)
+		}
+	})
+
 	t.Run("a Topology with a level no node carries is refused with file and line", func(t *testing.T) {
 		f := plat
 		f.repo.edit("kueue/topology.yaml", "  - nodeLabel: kubernetes.io/hostname\n", "  - nodeLabel: example.com/topology-shelf\n  - nodeLabel: kubernetes.io/hostname\n")
@@ -219,4 +261,83 @@ func TestPlacementOnATopologyOfBlocksAndRacks(t *testing.T) {
 			t.Errorf("Stalled = %+v, want a message containing %q", stalled, want)
 		}
 	})
+
+	t.Run("a change Kueue never applies to a TAS flavor is refused with file, line and what to do instead", func(t *testing.T) {
+		f := plat
+		f.repo.edit("kueue/topology.yaml", "  - nodeLabel: example.com/topology-shelf\n", "")
+		f.repo.edit("kueue/flavors.yaml", "    "+poolLabel+": tp1\n", "    "+poolLabel+": tp1\n    example.com/extra: \"yes\"\n")
+		f.repo.commit("one more node label on the TAS flavor")
+		p := f.reconcile(t)
+		stalled := apimeta.FindStatusCondition(p.Status.Conditions, taugridv1.ConditionStalled)
+		for _, want := range []string{"kueue/flavors.yaml:2: ResourceFlavor tp1-h200: ", "nodeLabels are immutable when topologyName is set",
+			"declare the changed one under a new name, point the ClusterQueues at it, and remove the old one"} {
+			if stalled == nil || !strings.Contains(stalled.Message, want) {
+				t.Errorf("Stalled = %+v, want a message containing %q", stalled, want)
+			}
+		}
+	})
+
+	t.Run("the documented way switches topology placement off", func(t *testing.T) {
+		freeFabric(t, f.ns, "tp1")
+		p := plat
+		p.repo.write("kueue/flavors.yaml", fmt.Sprintf("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata:\n  name: tp1-h200-flat\nspec:\n  nodeLabels:\n    %s: tp1\n    nvidia.com/gpu.product: NVIDIA-H200\n", poolLabel))
+		queues := readFile(t, p.repo.work, "kueue/cluster-queues.yaml")
+		p.repo.write("kueue/cluster-queues.yaml", strings.ReplaceAll(queues, "name: tp1-h200\n", "name: tp1-h200-flat\n"))
+		p.repo.edit("profiles.yaml", "  topology: tp1-fabric\n", "")
+		p.repo.commit("topology placement off: a flavor without a topology")
+		got := p.reconcile(t)
+		if !apimeta.IsStatusConditionTrue(got.Status.Conditions, taugridv1.ConditionReady) || apimeta.FindStatusCondition(got.Status.Conditions, taugridv1.ConditionStalled) != nil {
+			t.Fatalf("the platform did not take the commit: %+v", got.Status.Conditions)
+		}
+		f.research.write("tau/flat.yaml", fabricTau+"execution:\n  launcher: torchrun\ncompute:\n  nodes: 2\n")
+		f.research.commit("a run without topology")
+		run := start("flat", "flat")
+		nodes := scheduledPods(t, run, 2)
+		if nodes[0].Name == nodes[1].Name {
+			t.Errorf("both pods on host %s, want one per host", nodes[0].Name)
+		}
+		for _, pod := range podsOfRun(t, run) {
+			for k := range pod.Annotations {
+				if strings.HasPrefix(k, "kueue.x-k8s.io/podset-") {
+					t.Errorf("pod %s still carries TAS annotation %s", pod.Name, k)
+				}
+			}
+		}
+	})
+}
+
+// freeFabric deletes the tenant's Jobs and RayJobs (their runs fail) and
+// waits until no pod of theirs holds a node of the pool: kwok's pods run
+// until they are deleted.
+func freeFabric(t *testing.T, ns, pool string) {
+	t.Helper()
+	ctx := context.Background()
+	bg := client.PropagationPolicy(metav1.DeletePropagationBackground)
+	if err := k8s.DeleteAllOf(ctx, &batchv1.Job{}, client.InNamespace(ns), bg); err != nil {
+		t.Fatal(err)
+	}
+	if err := k8s.DeleteAllOf(ctx, &rayv1.RayJob{}, client.InNamespace(ns), bg); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 90*time.Second, "the fabric's pods to be gone", func() bool {
+		var pods corev1.PodList
+		if err := k8s.List(ctx, &pods, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pods.Items {
+			if strings.HasPrefix(p.Spec.NodeName, pool+"-") {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+func readFile(t *testing.T, dir, file string) string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(dir, file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }

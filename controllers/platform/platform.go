@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 	"strings"
 
@@ -205,6 +206,9 @@ func (r *PlatformReconciler) applyPolicy(ctx context.Context, p *taugridv1.TauPl
 		err = policy.CheckTopologyNodes(ctx, r.Client, lp.Policy)
 	}
 	if err == nil {
+		objs, err = withHostSlots(lp.Policy, objs)
+	}
+	if err == nil {
 		objs, err = r.dispatch(ctx, p, lp, objs)
 	}
 	if err == nil && r.AdmissionCheck {
@@ -212,7 +216,7 @@ func (r *PlatformReconciler) applyPolicy(ctx context.Context, p *taugridv1.TauPl
 	}
 	kueueObjects := len(objs)
 	if err == nil {
-		err = r.applyQueues(ctx, p, append(objs, r.Secrets.bindings(lp.Policy)...))
+		err = located(lp.Tree, r.applyQueues(ctx, p, append(objs, r.Secrets.bindings(lp.Policy)...)))
 	}
 	if err != nil {
 		return err
@@ -277,9 +281,50 @@ func (r *PlatformReconciler) apply(ctx context.Context, u *unstructured.Unstruct
 		opts = append(opts, client.DryRunAll)
 	}
 	if err := r.Apply(ctx, client.ApplyConfigurationFromUnstructured(u.DeepCopy()), opts...); err != nil {
-		return fmt.Errorf("%s %s: %w", u.GetKind(), qualifiedName(u), err)
+		return &objectError{obj: u, err: err}
 	}
 	return nil
+}
+
+// objectError is the API server's (or Kueue's) refusal of one object.
+type objectError struct {
+	obj *unstructured.Unstructured
+	err error
+	// at is where the platform repo declares the object ("file:line");
+	// hint says what to do instead, where the refusal is of a kind
+	// TauGrid knows.
+	at, hint string
+}
+
+func (e *objectError) Error() string {
+	msg := fmt.Sprintf("%s %s: %v", e.obj.GetKind(), qualifiedName(e.obj), e.err)
+	if e.at != "" {
+		msg = e.at + ": " + msg
+	}
+	if e.hint != "" {
+		msg += "; " + e.hint
+	}
+	return msg
+}
+
+func (e *objectError) Unwrap() error { return e.err }
+
+// located names the platform repo's file and line of an object the cluster
+// refused and, for a field Kueue never changes in place (a flavor's
+// topologyName or nodeLabels, a Topology's levels), what to do instead.
+func located(tree fs.FS, err error) error {
+	var oe *objectError
+	if !errors.As(err, &oe) {
+		return err
+	}
+	u := oe.obj
+	if file, line, ok := policy.Locate(tree, u.GetKind(), u.GetNamespace(), u.GetName()); ok {
+		oe.at = fmt.Sprintf("%s:%d", file, line)
+	}
+	if apierrors.IsInvalid(oe.err) && strings.Contains(oe.err.Error(), "immutable") {
+		oe.hint = fmt.Sprintf("Kueue never changes this field of an existing %s: declare the changed one under a new name, point the ClusterQueues at it, and remove the old one (docs/platform.md, \"Switching topology placement off and on\")", u.GetKind())
+	}
+	return err
 }
 
 // checkOwner refuses to take over an object another TauPlatform applied.

@@ -1,14 +1,18 @@
 package run
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/controllers/shared"
 	"github.com/taugrid/taugrid/controllers/shared/sharedtest"
+	"github.com/taugrid/taugrid/render"
 	"github.com/taugrid/taugrid/test/builders"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -152,5 +156,31 @@ func TestALimitCheckThatCannotReadGitIsRetried(t *testing.T) {
 	delete(w.files.files, "tau.yaml") // the run's file cannot be planned at all: no limit applies
 	if _, err := w.reconcile(t, "r1"); err != nil {
 		t.Fatalf("a run that cannot be planned: %v, want no deadline and no error", err)
+	}
+}
+
+// TestASucceededAttemptRecordsTheNodesItsPodsRanOn: every attempt, not only
+// a failed one, says where its pods ran, for its evidence.
+func TestASucceededAttemptRecordsTheNodesItsPodsRanOn(t *testing.T) {
+	var pods []client.Object
+	for i, node := range []string{"gpu-b", "gpu-a", ""} { // the last never bound
+		p := runningPod(fmt.Sprintf("r1-1-%d", i), "")
+		p.Namespace, p.Spec.NodeName = ns, node
+		p.Labels = map[string]string{render.LabelRun: "r1", render.LabelAttempt: "1"}
+		p.Status.Phase = corev1.PodSucceeded
+		pods = append(pods, &p)
+	}
+	objs := append([]client.Object{submitted(taugridv1.PhaseRunning),
+		job(builders.MakeJob("r1-1", ns).Unsuspended().Condition(batchv1.JobComplete, "", "")), workloadOf(true)}, pods...)
+	w := newRunWorld(t, nil, objs...)
+	if _, err := w.reconcile(t, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	got := w.run(t, "r1")
+	if got.Status.Phase != taugridv1.PhaseSucceeded {
+		t.Fatalf("phase %q (%s), want Succeeded", got.Status.Phase, got.Status.Message)
+	}
+	if nodes := got.Status.Attempts[0].Nodes; !slices.Equal(nodes, []string{"gpu-a", "gpu-b"}) {
+		t.Errorf("attempt 1 ran on %v, want [gpu-a gpu-b]", nodes)
 	}
 }

@@ -723,6 +723,7 @@ func (r *RunReconciler) recordProgress(run *taugridv1.TauRun, obs Observed, p Pr
 		now := metav1.NewTime(r.Clock.Now())
 		run.Status.Attempts[n-1].StartTime = &now
 	}
+	recordNodes(run, obs)
 	if p.Phase != run.Status.Phase {
 		r.Recorder.Eventf(run, nil, eventType(p.Phase), string(p.Phase), "Progress", "%s", p.Message)
 	}
@@ -736,6 +737,35 @@ func (r *RunReconciler) recordProgress(run *taugridv1.TauRun, obs Observed, p Pr
 		r.setCondition(run, taugridv1.ConditionReady, status, string(p.Phase), p.Message)
 		r.setCondition(run, taugridv1.ConditionReconciling, metav1.ConditionFalse, string(p.Phase), p.Message)
 	}
+}
+
+// recordNodes adds the nodes the attempt's pods are bound to to the
+// attempt's record, whatever its outcome: a good run's evidence says where
+// it ran as a failed one's does. A node once recorded stays, though its
+// pod is gone.
+func recordNodes(run *taugridv1.TauRun, obs Observed) {
+	n := len(run.Status.Attempts)
+	if n == 0 || obs.WorkerErr != nil {
+		return
+	}
+	var seen []string
+	for i := range obs.Pods {
+		if name := obs.Pods[i].Spec.NodeName; name != "" {
+			seen = append(seen, name)
+		}
+	}
+	a := &run.Status.Attempts[n-1]
+	a.Nodes = mergeNodes(a.Nodes, seen)
+}
+
+// mergeNodes is the sorted union of two lists of node names.
+func mergeNodes(have, more []string) []string {
+	if len(more) == 0 {
+		return have
+	}
+	out := append(slices.Clone(have), more...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // Safety nets under the watches: an event a stale reconcile spent is made
@@ -818,7 +848,7 @@ func (r *RunReconciler) classify(ctx context.Context, run *taugridv1.TauRun, obs
 	if n := len(run.Status.Attempts); n > 0 {
 		a := &run.Status.Attempts[n-1]
 		a.FailureClass, a.Reason = string(class), reason
-		a.Nodes = slices.Sorted(maps.Keys(nodes))
+		a.Nodes = mergeNodes(a.Nodes, slices.Collect(maps.Keys(nodes)))
 		if a.EndTime == nil {
 			now := metav1.NewTime(r.Clock.Now())
 			a.EndTime = &now

@@ -110,15 +110,22 @@ func (e *Env) runOnFreePort(ctx context.Context, name, path string, argsFor func
 	}
 }
 
+// hostSlot is taugridv1.ResourceHostSlot; the harness imports nothing of
+// TauGrid's API.
+const hostSlot = "taugrid.dev/host"
+
 // GPUNode is a node shaped like an 8x H200 server (224 CPUs, 2 TiB of
 // memory), labelled as NVIDIA's GPU feature discovery labels one, which
-// kwok plays the kubelet of. Change its capacity to make other shapes.
+// kwok plays the kubelet of. It offers one taugrid.dev/host slot, as
+// tau-nodeagent advertises on the GPU nodes it runs on. Change its capacity
+// to make other shapes.
 func GPUNode(name string) *corev1.Node {
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU:    resource.MustParse("224"),
 		corev1.ResourceMemory: resource.MustParse("2Ti"),
 		corev1.ResourcePods:   resource.MustParse("110"),
 		"nvidia.com/gpu":      resource.MustParse("8"),
+		hostSlot:              resource.MustParse("1"),
 	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{

@@ -262,14 +262,15 @@ func TestPlacementOnATopologyOfBlocksAndRacks(t *testing.T) {
 		}
 	})
 
-	t.Run("a change Kueue never applies to a TAS flavor is refused with file, line and what to do instead", func(t *testing.T) {
+	t.Run("removing a flavor's topology, which Kueue never applies, is refused with file, line and what to do instead", func(t *testing.T) {
 		f := plat
 		f.repo.edit("kueue/topology.yaml", "  - nodeLabel: example.com/topology-shelf\n", "")
-		f.repo.edit("kueue/flavors.yaml", "    "+poolLabel+": tp1\n", "    "+poolLabel+": tp1\n    example.com/extra: \"yes\"\n")
-		f.repo.commit("one more node label on the TAS flavor")
+		f.repo.edit("kueue/flavors.yaml", "  topologyName: tp1-fabric\n", "")
+		f.repo.edit("profiles.yaml", "  topology: tp1-fabric\n", "")
+		f.repo.commit("topology placement off, the wrong way: the flavor's topologyName removed")
 		p := f.reconcile(t)
 		stalled := apimeta.FindStatusCondition(p.Status.Conditions, taugridv1.ConditionStalled)
-		for _, want := range []string{"kueue/flavors.yaml:2: ResourceFlavor tp1-h200: ", "nodeLabels are immutable when topologyName is set",
+		for _, want := range []string{"kueue/flavors.yaml:2: ResourceFlavor tp1-h200: ", "topologyName is immutable when topologyName is set",
 			"declare the changed one under a new name, point the ClusterQueues at it, and remove the old one"} {
 			if stalled == nil || !strings.Contains(stalled.Message, want) {
 				t.Errorf("Stalled = %+v, want a message containing %q", stalled, want)
@@ -283,7 +284,9 @@ func TestPlacementOnATopologyOfBlocksAndRacks(t *testing.T) {
 		p.repo.write("kueue/flavors.yaml", fmt.Sprintf("apiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata:\n  name: tp1-h200-flat\nspec:\n  nodeLabels:\n    %s: tp1\n    nvidia.com/gpu.product: NVIDIA-H200\n", poolLabel))
 		queues := readFile(t, p.repo.work, "kueue/cluster-queues.yaml")
 		p.repo.write("kueue/cluster-queues.yaml", strings.ReplaceAll(queues, "name: tp1-h200\n", "name: tp1-h200-flat\n"))
-		p.repo.edit("profiles.yaml", "  topology: tp1-fabric\n", "")
+		if strings.Contains(readFile(t, p.repo.work, "profiles.yaml"), "  topology: tp1-fabric\n") {
+			p.repo.edit("profiles.yaml", "  topology: tp1-fabric\n", "")
+		}
 		p.repo.commit("topology placement off: a flavor without a topology")
 		got := p.reconcile(t)
 		if !apimeta.IsStatusConditionTrue(got.Status.Conditions, taugridv1.ConditionReady) || apimeta.FindStatusCondition(got.Status.Conditions, taugridv1.ConditionStalled) != nil {

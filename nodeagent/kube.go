@@ -94,7 +94,12 @@ func (k *kube) get(ctx context.Context) error {
 
 // patchCondition writes one condition, leaving the others (merged by type).
 func (k *kube) patchCondition(ctx context.Context, c corev1.NodeCondition) error {
-	body, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{c}}})
+	return k.patchStatus(ctx, map[string]any{"conditions": []corev1.NodeCondition{c}})
+}
+
+// patchStatus merges status into the node's status.
+func (k *kube) patchStatus(ctx context.Context, status map[string]any) error {
+	body, err := json.Marshal(map[string]any{"status": status})
 	if err != nil {
 		return err
 	}
@@ -120,17 +125,7 @@ func (k *kube) advertiseHostSlot(ctx context.Context) error {
 		return nil
 	}
 	slot := map[string]string{taugridv1.ResourceHostSlot: "1"}
-	body, err := json.Marshal(map[string]any{"status": map[string]any{"capacity": slot, "allocatable": slot}})
-	if err != nil {
-		return err
-	}
-	return k.do(ctx, "patch-status", func(ctx context.Context) error {
-		n, err := k.client.CoreV1().Nodes().Patch(ctx, k.name, types.StrategicMergePatchType, body, metav1.PatchOptions{}, "status")
-		if err == nil {
-			k.node = n
-		}
-		return err
-	})
+	return k.patchStatus(ctx, map[string]any{"capacity": slot, "allocatable": slot})
 }
 
 // specChange is a change to the node's taints and the agent's annotation.

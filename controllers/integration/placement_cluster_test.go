@@ -163,35 +163,24 @@ func TestPlacementOnATopologyOfBlocksAndRacks(t *testing.T) {
 	}
 
 	t.Run("a 2-node torchrun run with same-rack lands both pods in one rack, one per host", func(t *testing.T) {
-		run := start("pair", "pair")
-		nodes := scheduledPods(t, run, 2)
-		if racks := domains(nodes, blockLabel, rackLabel); len(racks) != 1 {
-			t.Errorf("the pods landed in racks %v, want one", racks)
-		}
-		if nodes[0].Name == nodes[1].Name {
-			t.Errorf("both pods on host %s, want one per host", nodes[0].Name)
-		}
-		// Kueue placed them, not chance: its ungater pinned each pod to the
-		// host of its topology assignment.
-		for _, p := range podsOfRun(t, run) {
-			if p.Spec.NodeSelector[corev1.LabelHostname] != p.Spec.NodeName {
-				t.Errorf("pod %s on %s has node selector %v, not Kueue's topology assignment", p.Name, p.Spec.NodeName, p.Spec.NodeSelector)
-			}
-		}
+		oneRackOnePerHost(t, start("pair", "pair"))
 	})
 
 	t.Run("more hosts than any rack has is refused before submission, with its line", func(t *testing.T) {
-		run := start("wide", "wide")
-		waitFor(t, 30*time.Second, "the run to be refused", func() bool {
-			run = getRun(t, f.ns, run.Name)
-			return run.Status.Phase == taugridv1.PhaseFailed
-		})
-		want := "tau/wide.yaml:11:14: compute.placement: needs 3 hosts with 8 nvidia.com/gpu, 48 cpu, 512Gi memory each in one rack, one pod per host; the largest rack (b1/r1) has 2"
-		if !strings.Contains(run.Status.Message, want) {
-			t.Errorf("the refusal says %q, want it to contain %q", run.Status.Message, want)
-		}
-		if len(run.Status.Attempts) != 0 || len(f.jobs(t)) > 1 {
-			t.Errorf("a refused run submitted something: attempts %v", run.Status.Attempts)
+		for id, gpus := range map[string]int{"wide": 8, "wide-half": 4} { // 4-GPU pods would fit 2 a host, but one pod per host
+			run := start(id, id)
+			waitFor(t, 30*time.Second, "the run to be refused", func() bool {
+				run = getRun(t, f.ns, run.Name)
+				return run.Status.Phase == taugridv1.PhaseFailed
+			})
+			want := fmt.Sprintf("tau/%s.yaml:%d:14: compute.placement: needs 3 hosts with %d nvidia.com/gpu, 48 cpu, 512Gi memory each in one rack, one pod per host; the largest rack (b1/r1) has 2",
+				id, map[string]int{"wide": 11, "wide-half": 12}[id], gpus)
+			if !strings.Contains(run.Status.Message, want) {
+				t.Errorf("the refusal says %q, want it to contain %q", run.Status.Message, want)
+			}
+			if len(run.Status.Attempts) != 0 {
+				t.Errorf("a refused run submitted something: attempts %v", run.Status.Attempts)
+			}
 		}
 	})
 
@@ -217,18 +206,7 @@ func TestPlacementOnATopologyOfBlocksAndRacks(t *testing.T) {
 	t.Run("two pods that would fit one host still land on two hosts of one rack, as Kueue assigned them", func(t *testing.T) {
 		freeFabric(t, f.ns, "tp1")
 		run := start("half", "half")
-		nodes := scheduledPods(t, run, 2)
-		if racks := domains(nodes, blockLabel, rackLabel); len(racks) != 1 {
-			t.Errorf("the pods landed in racks %v, want one", racks)
-		}
-		if nodes[0].Name == nodes[1].Name {
-			t.Errorf("both 4-GPU pods on host %s, want one per host", nodes[0].Name)
-		}
-		for _, p := range podsOfRun(t, run) {
-			if p.Spec.NodeSelector[corev1.LabelHostname] != p.Spec.NodeName {
-				t.Errorf("pod %s on %s has node selector %v, not Kueue's topology assignment", p.Name, p.Spec.NodeName, p.Spec.NodeSelector)
-			}
-		}
+		nodes := oneRackOnePerHost(t, run)
 		// The attempt records where its pods run, for its evidence.
 		want := []string{nodes[0].Name, nodes[1].Name}
 		slices.Sort(want)
@@ -236,18 +214,6 @@ func TestPlacementOnATopologyOfBlocksAndRacks(t *testing.T) {
 			run = getRun(t, f.ns, run.Name)
 			return len(run.Status.Attempts) == 1 && slices.Equal(run.Status.Attempts[0].Nodes, want)
 		})
-	})
-
-	t.Run("three 4-GPU pods in racks of two hosts are refused before submission", func(t *testing.T) {
-		run := start("wide-half", "wide-half")
-		waitFor(t, 30*time.Second, "the run to be refused", func() bool {
-			run = getRun(t, f.ns, run.Name)
-			return run.Status.Phase == taugridv1.PhaseFailed
-		})
-		want := "compute.placement: needs 3 hosts with 4 nvidia.com/gpu, 48 cpu, 512Gi memory each in one rack, one pod per host; the largest rack (b1/r1) has 2"
-		if !strings.Contains(run.Status.Message, want) || len(run.Status.Attempts) != 0 {
-			t.Errorf("the refusal says %q (attempts %v), want it to contain %q and nothing submitted", run.Status.Message, run.Status.Attempts, want)
-		}
 	})
 
 	t.Run("a Topology with a level no node carries is refused with file and line", func(t *testing.T) {
@@ -307,6 +273,26 @@ func TestPlacementOnATopologyOfBlocksAndRacks(t *testing.T) {
 			}
 		}
 	})
+}
+
+// oneRackOnePerHost waits for the run's two pods to be bound and checks
+// they share a rack, not a host, where Kueue's topology assignment put
+// them (its ungater pins each pod to its assigned host: not chance).
+func oneRackOnePerHost(t *testing.T, run *taugridv1.TauRun) []*corev1.Node {
+	t.Helper()
+	nodes := scheduledPods(t, run, 2)
+	if racks := domains(nodes, blockLabel, rackLabel); len(racks) != 1 {
+		t.Errorf("the pods landed in racks %v, want one", racks)
+	}
+	if nodes[0].Name == nodes[1].Name {
+		t.Errorf("both pods on host %s, want one per host", nodes[0].Name)
+	}
+	for _, p := range podsOfRun(t, run) {
+		if p.Spec.NodeSelector[corev1.LabelHostname] != p.Spec.NodeName {
+			t.Errorf("pod %s on %s has node selector %v, not Kueue's topology assignment", p.Name, p.Spec.NodeName, p.Spec.NodeSelector)
+		}
+	}
+	return nodes
 }
 
 // freeFabric deletes the tenant's Jobs and RayJobs (their runs fail) and

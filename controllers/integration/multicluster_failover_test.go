@@ -36,6 +36,7 @@ var twinWorkers = map[string]int64{"east": 8, "west": 8}
 func ownFleet(t *testing.T, opts controlplane.FleetOptions) *controlplane.Fleet {
 	t.Helper()
 	integration(t)
+	namedForTheFleet(t)
 	opts.CRDDirectoryPaths = append(opts.CRDDirectoryPaths, "../../api/crds")
 	if opts.MultiKueue.WorkerLostTimeout == 0 {
 		opts.MultiKueue.WorkerLostTimeout = 5 * time.Second

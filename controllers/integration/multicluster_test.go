@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -37,11 +38,26 @@ var (
 // The workers, and the GPU quota each gives the tenant.
 var fleetWorkers = map[string]int64{"small": 0, "large": 8}
 
+// fleetTests matches the names of the tests that run on a MultiKueue
+// fleet: make test runs them in a process of their own (the Makefile's
+// FLEET_TESTS), beside the rest of this package.
+var fleetTests = regexp.MustCompile(`Worker|Dispatch|Fleet`)
+
+// namedForTheFleet fails a test that starts worker clusters under a name
+// make test would run with the rest, where it would cost the other half.
+func namedForTheFleet(t *testing.T) {
+	t.Helper()
+	if top, _, _ := strings.Cut(t.Name(), "/"); !fleetTests.MatchString(top) {
+		t.Fatalf("%s runs on the MultiKueue fleet: name it for a Worker, a Dispatch or the Fleet (%s), so that make test runs it with the fleet's tests", top, fleetTests)
+	}
+}
+
 // onFleet points this package's fixtures (env, k8s) at the fleet's
 // manager until t ends, and returns the fleet.
 func onFleet(t *testing.T) *controlplane.Fleet {
 	t.Helper()
 	integration(t)
+	namedForTheFleet(t)
 	fleetOnce.Do(func() {
 		fleet, fleetErr = controlplane.StartFleet(context.Background(), controlplane.FleetOptions{
 			Workers: []string{"small", "large"}, CRDDirectoryPaths: []string{"../../api/crds"},

@@ -75,27 +75,30 @@ verify-images: ## Check the signatures and provenance of the images make images 
 testbin: ## Build (or reuse) the real control-plane binaries, cached outside the repo
 	@hack/testbin.sh >/dev/null
 
-# make test runs three go test processes side by side: every package but
-# controllers/integration, and that package in two halves, each with its
-# own control plane: the MultiKueue fleet's tests (named for a Worker, a
-# Dispatch or the Fleet; only they start worker clusters) and the rest. Those
-# tests wait on the API server, Kueue and the scheduler far more than they
-# compute, so on 2 cores the halves overlap, and make test stays under 15
-# minutes warm. A test's name decides its half: nothing is skipped.
+# make test runs in two steps. First, three go test processes side by side:
+# the packages that start no dev cluster, and controllers/integration in two
+# halves, each with its own control plane: the MultiKueue fleet's tests
+# (named for a Worker, a Dispatch or the Fleet; only they start worker
+# clusters) and the rest. A test's name decides its half: nothing is
+# skipped. Then the dev cluster's packages (the demo and the cluster's own
+# test), one at a time on a quiet machine: each starts a whole kwok cluster
+# with its controllers, whose start deadlines a loaded machine misses.
 INTEGRATION := github.com/taugrid/taugrid/controllers/integration
+DEVCLUSTER := github.com/taugrid/taugrid/hack/demo github.com/taugrid/taugrid/hack/devcluster/cluster
 FLEET_TESTS := Worker|Dispatch|Fleet
 TEST_FLAGS := -race -count=1 -timeout 30m
 
 .PHONY: test
 test: testbin $(COSIGN) ## Run every test (unit, integration on the real API server and Kueue, attestations with the real cosign) with -race
 	@export TAU_TESTBIN=$$(hack/testbin.sh --dir) TAU_COSIGN=$(COSIGN); \
-	pkgs=$$($(GO) list ./... | grep -vx '$(INTEGRATION)'); \
+	pkgs=$$($(GO) list ./... | grep -vx -e '$(INTEGRATION)' $(foreach p,$(DEVCLUSTER),-e '$(p)')); \
 	$(GO) test $(TEST_FLAGS) -run '$(FLEET_TESTS)' $(INTEGRATION) & fleet=$$!; \
 	$(GO) test $(TEST_FLAGS) -skip '$(FLEET_TESTS)' $(INTEGRATION) & rest=$$!; \
-	$(GO) test $(TEST_FLAGS) -p 3 $$pkgs; others=$$?; \
+	$(GO) test $(TEST_FLAGS) $$pkgs; others=$$?; \
 	wait $$fleet; fleet=$$?; wait $$rest; rest=$$?; \
-	echo "make test: integration (fleet) exit $$fleet, integration (rest) exit $$rest, other packages exit $$others"; \
-	[ $$fleet -eq 0 ] && [ $$rest -eq 0 ] && [ $$others -eq 0 ]
+	$(GO) test $(TEST_FLAGS) -p 1 $(DEVCLUSTER); dev=$$?; \
+	echo "make test: integration (fleet) exit $$fleet, integration (rest) exit $$rest, other packages exit $$others, dev cluster exit $$dev"; \
+	[ $$fleet -eq 0 ] && [ $$rest -eq 0 ] && [ $$others -eq 0 ] && [ $$dev -eq 0 ]
 
 .PHONY: test-unit
 test-unit: ## Run the fast tests only (no control plane)

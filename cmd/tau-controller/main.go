@@ -284,7 +284,7 @@ func setupControllers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 			Policies: policies, Sources: sources, Clock: clk, Recorder: mgr.GetEventRecorder("tau-run"), Evidence: page, Clusters: workers,
 			GPUUsage: usage, Workers: o.runWorkers},
 		ev,
-		&forgestatus.ForgeReconciler{Client: c, Clock: clk, Recorder: mgr.GetEventRecorder("tau-forge"), Posters: posters, Workers: o.forgeWorkers},
+		&forgestatus.ForgeReconciler{Client: c, APIReader: mgr.GetAPIReader(), Clock: clk, Recorder: mgr.GetEventRecorder("tau-forge"), Posters: posters, Workers: o.forgeWorkers},
 		&forgestatus.RefusalReporter{Client: c, Posters: posters, Recorder: mgr.GetEventRecorder("tau-forge")},
 	}
 	// Every decision about a run goes to its tenant's audit log, beside

@@ -51,6 +51,9 @@ type ForgeReconciler struct {
 	// Workers is how many runs' statuses are posted at once; 0 means
 	// DefaultForgeWorkers.
 	Workers int
+	// APIReader reads a run from the API server when the cache shows its
+	// post in flight: nil reads the cache again.
+	APIReader client.Reader
 
 	ownPosters sync.Once
 }
@@ -87,6 +90,19 @@ func (r *ForgeReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 	}
 	if repo.Spec.Forge == nil {
 		return reconcile.Result{}, nil
+	}
+	if last := shared.Status.Forge; last != nil && last.InFlight && r.APIReader != nil {
+		// Mostly the cache's lag, not a post whose outcome is unknown: the
+		// reconcile that posted confirmed it, and the watch has not brought
+		// that yet. Settling from this copy would read the forge, and spend
+		// a token of the credential's pace, for a post already confirmed
+		// (hack/scale: a token set aside for such a read, the run then found
+		// posted, was never claimed). One read of the API server decides.
+		fresh := &taugridv1.TauRun{}
+		if err := r.APIReader.Get(ctx, req.NamespacedName, fresh); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+		shared = fresh
 	}
 	want := forge.Desired(shared)
 	if last := shared.Status.Forge; last == nil || !last.InFlight {

@@ -144,3 +144,34 @@ func TestAFixedTokenIsReadAgainAfterARefusal(t *testing.T) {
 		t.Errorf("posted (-want +got):\n%s", d)
 	}
 }
+
+// The cache still shows a post in flight that its reconcile has since
+// confirmed: the API server's copy decides, and the forge is neither read
+// nor posted to, nor a token of its pace spent (hack/scale: such settles
+// set aside tokens nobody claimed).
+func TestACachedPostInFlightAlreadyConfirmedCostsTheForgeNothing(t *testing.T) {
+	confirmed := taugridv1.ForgeStatus{Context: "tau/default r", State: "pending", Description: "queued in runs",
+		Phase: taugridv1.PhaseQueued, PostedAt: metav1.NewTime(sharedtest.Now.Add(-5 * time.Second))}
+	cachedRecord := confirmed
+	cachedRecord.InFlight = true
+	cached := queuedRun("").ForgeRecord(cachedRecord).Obj()
+	faults := &interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+		if run, ok := obj.(*taugridv1.TauRun); ok {
+			cached.DeepCopyInto(run)
+			return nil
+		}
+		return c.Get(ctx, key, obj, opts...)
+	}}
+	w := newForgeWorld(t, faults, func(api string) []client.Object {
+		return []client.Object{forgeRepo(api, "forge").Obj(), queuedRun("").ForgeRecord(confirmed).Obj()}
+	})
+	apiServer := sharedtest.Builder(queuedRun("").ForgeRecord(confirmed).Obj()).Build()
+	r := &ForgeReconciler{Client: w.c, APIReader: apiServer, Clock: w.clock, Recorder: w.events, Posters: w.posters}
+	got, err := r.Reconcile(context.Background(), runR)
+	if err != nil || got != (reconcile.Result{}) {
+		t.Errorf("Reconcile = %+v, %v; want nothing to do", got, err)
+	}
+	if w.srv.Reads() != 0 || len(w.posted()) != 0 {
+		t.Errorf("the forge was read %d times and posted %v; want neither", w.srv.Reads(), w.posted())
+	}
+}

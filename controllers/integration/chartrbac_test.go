@@ -139,7 +139,7 @@ func startChartManager(t *testing.T, cfg *rest.Config, log logr.Logger) (*server
 		&repoctrl.RepositoryReconciler{Client: c, Git: gitClient, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-repository")},
 		&runctrl.RunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Scheme: scheme, Files: &policy.GitFiles{Client: c, Git: gitClient},
 			Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-run")},
-		&forgestatus.ForgeReconciler{Client: c, Clock: clk, Recorder: mgr.GetEventRecorder("tau-forge")},
+		&forgestatus.ForgeReconciler{Client: c, APIReader: mgr.GetAPIReader(), Clock: clk, Recorder: mgr.GetEventRecorder("tau-forge")},
 	} {
 		if err := r.SetupWithManager(mgr); err != nil {
 			t.Fatal(err)

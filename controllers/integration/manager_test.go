@@ -92,7 +92,7 @@ func startManagerWith(t testing.TB, adjust func(ctrl.Manager, *controllers)) *ru
 			AdmissionCheck: adjusted.admission},
 		&repoctrl.RepositoryReconciler{Client: c, Git: gitClient, Policies: policies, Clock: clk, Recorder: events.NewFakeRecorder(1000)},
 		runs,
-		&forgestatus.ForgeReconciler{Client: c, Clock: clk, Recorder: events.NewFakeRecorder(1000)},
+		&forgestatus.ForgeReconciler{Client: c, APIReader: mgr.GetAPIReader(), Clock: clk, Recorder: events.NewFakeRecorder(1000)},
 	}
 	if adjusted.admission {
 		// As cmd/tau-controller: the platform puts the check on its

@@ -59,16 +59,25 @@ func (r *AuditReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 }
 
 // observe reads the Workloads of the run's attempts and, for attempts
-// Kueue preempted, what preempted them.
+// Kueue preempted, what preempted them. Each attempt's Workloads are
+// looked up by their Job or RayJob (shared.IndexWorkloadOwner), not found
+// among every Workload of the namespace: this runs at every change of
+// every run.
 func (r *AuditReconciler) observe(ctx context.Context, run *taugridv1.TauRun) (Observed, error) {
 	o := Observed{Run: run, Workloads: map[int]*kueue.Workload{}, Preemptors: map[int]Preemptor{}}
-	var wls kueue.WorkloadList
-	if err := r.Client.List(ctx, &wls, client.InNamespace(run.Namespace)); err != nil {
-		return o, err
-	}
-	for i := range wls.Items {
-		if name, n, ok := attemptOf(&wls.Items[i]); ok && name == run.Name {
-			o.Workloads[n] = &wls.Items[i]
+	for _, a := range run.Status.Attempts {
+		if run.Status.Workload == nil || a.Workload == "" {
+			continue
+		}
+		var wls kueue.WorkloadList
+		if err := r.Client.List(ctx, &wls, client.InNamespace(run.Namespace),
+			client.MatchingFields{shared.IndexWorkloadOwner: run.Status.Workload.Kind + "/" + a.Workload}); err != nil {
+			return o, err
+		}
+		for i := range wls.Items {
+			if name, n, ok := attemptOf(&wls.Items[i]); ok && name == run.Name {
+				o.Workloads[n] = &wls.Items[i]
+			}
 		}
 	}
 	for _, a := range run.Status.Attempts {

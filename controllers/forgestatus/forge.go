@@ -95,9 +95,11 @@ func (r *ForgeReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 		// Mostly the cache's lag, not a post whose outcome is unknown: the
 		// reconcile that posted confirmed it, and the watch has not brought
 		// that yet. Settling from this copy would read the forge, and spend
-		// a token of the credential's pace, for a post already confirmed
-		// (hack/scale: a token set aside for such a read, the run then found
-		// posted, was never claimed). One read of the API server decides.
+		// a token of the credential's pace, for a post already confirmed;
+		// with the pace spent, the token set aside for that read is never
+		// claimed once the run is found posted (the issue "Scale, next
+		// round" saw taugrid_forge_posts_waiting at 42-56 with nothing
+		// waiting). One read of the API server decides.
 		fresh := &taugridv1.TauRun{}
 		if err := r.APIReader.Get(ctx, req.NamespacedName, fresh); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)

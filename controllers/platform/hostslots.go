@@ -62,8 +62,8 @@ func withHostSlots(pol *render.Policy, objs []*unstructured.Unstructured) ([]*un
 // with hostSlotQuota for every flavor of the group (Kueue wants each flavor
 // to list every covered resource). It reports whether it changed the group.
 func addHostSlot(group map[string]any, tas map[string]bool) bool {
-	covered, _, _ := unstructured.NestedStringSlice(group, "coveredResources")
-	if slices.Contains(covered, taugridv1.ResourceHostSlot) {
+	covered := anySlice(group["coveredResources"])
+	if slices.Contains(covered, any(taugridv1.ResourceHostSlot)) {
 		return false
 	}
 	flavors, _, _ := unstructured.NestedSlice(group, "flavors")
@@ -80,7 +80,7 @@ func addHostSlot(group map[string]any, tas map[string]bool) bool {
 		fm["resources"] = append(resources, map[string]any{"name": taugridv1.ResourceHostSlot, "nominalQuota": hostSlotQuota})
 	}
 	group["flavors"] = flavors
-	group["coveredResources"] = append(slices.Clone(anySlice(group["coveredResources"])), taugridv1.ResourceHostSlot)
+	group["coveredResources"] = append(slices.Clone(covered), taugridv1.ResourceHostSlot)
 	return true
 }
 

@@ -758,9 +758,10 @@ func recordNodes(run *taugridv1.TauRun, obs Observed) {
 	a.Nodes = mergeNodes(a.Nodes, seen)
 }
 
-// mergeNodes is the sorted union of two lists of node names.
+// mergeNodes is the sorted union of two lists of node names; have itself
+// when more adds none (the common look, at every reconcile of a run).
 func mergeNodes(have, more []string) []string {
-	if len(more) == 0 {
+	if !slices.ContainsFunc(more, func(n string) bool { return !slices.Contains(have, n) }) {
 		return have
 	}
 	out := append(slices.Clone(have), more...)

@@ -282,13 +282,20 @@ func TestFollowingARunInATerminalRedrawsALiveView(t *testing.T) {
 	}
 	defer ptmx.Close()
 	defer tty.Close()
-	screen := make(chan string)
+	screen, shown := make(chan string), &followOutput{}
 	go func() {
-		b, _ := io.ReadAll(ptmx)
-		screen <- string(b)
+		_, _ = io.Copy(shown, ptmx)
+		screen <- shown.String()
 	}()
 	go func() {
-		time.Sleep(700 * time.Millisecond)
+		// The run ends once the terminal has shown it running and redrawn
+		// it once, however slowly follow starts on a loaded machine.
+		if !shown.waitFor(ctx, "Running") {
+			return
+		}
+		redraw, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		shown.waitFor(redraw, "\x1b[5A\x1b[J") // the spinner's next frame; the end is shown either way
 		if err := f.c.Get(ctx, client.ObjectKeyFromObject(cur), cur); err == nil {
 			cur.Status.Phase, cur.Status.Message = taugridv1.PhaseSucceeded, "succeeded"
 			cur.Status.Phases = append(cur.Status.Phases, taugridv1.PhaseTransition{Phase: taugridv1.PhaseSucceeded, Time: metav1.NewTime(c.Now())})

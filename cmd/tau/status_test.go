@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -79,9 +80,20 @@ func TestStatusAndListReadRunsWithTheUsersKubeconfig(t *testing.T) {
 		t.Errorf("tau list -o json = %v, %+v; want schema_version 1 and one run", err, doc)
 	}
 	t.Run("following a run prints each phase and ends with it", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		out := &followOutput{}
 		go func() {
-			for _, p := range []taugridv1.RunPhase{taugridv1.PhaseRunning, taugridv1.PhaseFailed} {
-				time.Sleep(200 * time.Millisecond)
+			// Each phase is written once follow has printed the one before,
+			// however slowly it starts on a loaded machine.
+			for _, step := range []struct {
+				after string
+				p     taugridv1.RunPhase
+			}{{"Queued", taugridv1.PhaseRunning}, {"Running", taugridv1.PhaseFailed}} {
+				p := step.p
+				if !out.waitFor(ctx, step.after) {
+					return
+				}
 				cur := &taugridv1.TauRun{}
 				if err := c.Get(ctx, client.ObjectKeyFromObject(run), cur); err != nil {
 					return
@@ -93,9 +105,8 @@ func TestStatusAndListReadRunsWithTheUsersKubeconfig(t *testing.T) {
 				_ = c.Status().Update(ctx, cur)
 			}
 		}()
-		var out bytes.Buffer
 		cmd := &cobra.Command{}
-		cmd.SetOut(&out)
+		cmd.SetOut(out)
 		cmd.SetContext(ctx)
 		src, err := kubeSourceFor(env.Kubeconfig, "team-a")
 		if err != nil {
@@ -127,4 +138,34 @@ func TestStatusSaysHowBusyTheGPUsAreAndWarnsWhenIdle(t *testing.T) {
 			t.Errorf("tau status lacks %q:\n%s", want, b.String())
 		}
 	}
+}
+
+// followOutput is what follow prints, safe to read while it writes.
+type followOutput struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (o *followOutput) Write(p []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.Write(p)
+}
+
+func (o *followOutput) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+// waitFor waits until the output holds s; false when ctx ends first.
+func (o *followOutput) waitFor(ctx context.Context, s string) bool {
+	for !strings.Contains(o.String(), s) {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return true
 }

@@ -287,6 +287,11 @@ func setupControllers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 		&forgestatus.ForgeReconciler{Client: c, APIReader: mgr.GetAPIReader(), Clock: clk, Recorder: mgr.GetEventRecorder("tau-forge"), Posters: posters, Workers: o.forgeWorkers},
 		&forgestatus.RefusalReporter{Client: c, Posters: posters, Recorder: mgr.GetEventRecorder("tau-forge")},
 	}
+	if o.multiKueueNamespace != "" {
+		// The workers' queues carry the check too: it is decided there
+		// from here, through the kubeconfigs Kueue uses.
+		steps = append(steps, &admission.Workers{Manager: c, APIReader: mgr.GetAPIReader(), Namespace: o.multiKueueNamespace, Scheme: mgr.GetScheme(), Clock: clk})
+	}
 	// Every decision about a run goes to its tenant's audit log, beside
 	// the evidence; only the leader writes (a controller runs on the
 	// leader only).

@@ -41,6 +41,22 @@ type Check struct {
 	// templates (shared.CacheTransform).
 	APIReader client.Reader
 	Clock     clock.PassiveClock
+
+	// Worker, when set, is the MultiKueue worker cluster whose copies of
+	// the manager's workloads this Check decides: Client and APIReader
+	// are then the worker's, and Manager and ManagerAPIReader read the
+	// manager's runs and Jobs (workers.go).
+	Worker           string
+	Manager          client.Reader
+	ManagerAPIReader client.Reader
+}
+
+// runs reads the TauRuns: they are the manager's, wherever the workload is.
+func (c *Check) runs() client.Reader {
+	if c.Manager != nil {
+		return c.Manager
+	}
+	return c.Client
 }
 
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads,verbs=get;list;watch;patch
@@ -67,7 +83,11 @@ func (c *Check) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	if err != nil || i < 0 {
 		return reconcile.Result{}, err
 	}
-	v, err := c.decide(ctx, wl)
+	decide := c.decide
+	if c.Worker != "" {
+		decide = c.decideCopy
+	}
+	v, err := decide(ctx, wl)
 	if err != nil {
 		return reconcile.Result{}, err
 	}

@@ -39,8 +39,11 @@ func waiting(format string, args ...any) *verdict {
 type subject struct {
 	wl    *kueue.Workload
 	owner client.Object
-	kind  string
-	run   *taugridv1.TauRun
+	// copy is, on a worker, the Job or RayJob MultiKueue made there from
+	// owner, the manager's.
+	copy client.Object
+	kind string
+	run  *taugridv1.TauRun
 }
 
 // decide runs the chain: the first check with something to say decides;
@@ -71,29 +74,48 @@ func (c *Check) decide(ctx context.Context, wl *kueue.Workload) (verdict, error)
 // ownedByAJobOrRayJob: a Workload made by hand, or by any other kind of
 // object, is none TauGrid rendered.
 func (c *Check) ownedByAJobOrRayJob(ctx context.Context, s *subject) (*verdict, error) {
-	ref := metav1.GetControllerOfNoCopy(s.wl)
-	switch {
-	case ref == nil:
-		return rejected("created outside TauGrid: the workload belongs to no Job or RayJob"), nil
-	case ref.APIVersion == batchv1.SchemeGroupVersion.String() && ref.Kind == "Job":
-		s.owner = &batchv1.Job{}
-	case ref.APIVersion == rayv1.GroupVersion.String() && ref.Kind == "RayJob":
-		s.owner = &rayv1.RayJob{}
-	default:
-		return rejected("created outside TauGrid: the workload belongs to %s %s, and TauGrid makes only Jobs and RayJobs", ref.Kind, ref.Name), nil
+	owner, kind, v, err := c.ownerOf(ctx, s.wl)
+	if owner == nil {
+		return v, err
 	}
-	s.kind = ref.Kind
-	err := c.APIReader.Get(ctx, client.ObjectKey{Namespace: s.wl.Namespace, Name: ref.Name}, s.owner)
+	s.owner, s.kind = owner, kind
+	return nil, nil
+}
+
+// ownerOf reads, whole, the Job or RayJob that controls wl in this
+// Check's cluster; when there is none to judge, the verdict says why.
+func (c *Check) ownerOf(ctx context.Context, wl *kueue.Workload) (client.Object, string, *verdict, error) {
+	ref := metav1.GetControllerOfNoCopy(wl)
+	if ref == nil {
+		return nil, "", rejected("created outside TauGrid: the workload belongs to no Job or RayJob"), nil
+	}
+	owner := newOwner(ref.APIVersion, ref.Kind)
+	if owner == nil {
+		return nil, "", rejected("created outside TauGrid: the workload belongs to %s %s, and TauGrid makes only Jobs and RayJobs", ref.Kind, ref.Name), nil
+	}
+	err := c.APIReader.Get(ctx, client.ObjectKey{Namespace: wl.Namespace, Name: ref.Name}, owner)
 	if apierrors.IsNotFound(err) {
-		return waiting("%s %s is gone; Kueue removes its workload", ref.Kind, ref.Name), nil
+		return nil, "", waiting("%s %s is gone; Kueue removes its workload", ref.Kind, ref.Name), nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, "", nil, err
 	}
-	if s.owner.GetUID() != ref.UID {
-		return waiting("%s %s was made again; Kueue makes its workload again", ref.Kind, ref.Name), nil
+	if owner.GetUID() != ref.UID {
+		return nil, "", waiting("%s %s was made again; Kueue makes its workload again", ref.Kind, ref.Name), nil
 	}
-	return nil, nil
+	return owner, ref.Kind, nil, nil
+}
+
+// newOwner is an empty object of the kinds TauGrid renders; nil for any
+// other.
+func newOwner(apiVersion, kind string) client.Object {
+	switch {
+	case apiVersion == batchv1.SchemeGroupVersion.String() && kind == "Job":
+		return &batchv1.Job{}
+	case apiVersion == rayv1.GroupVersion.String() && kind == "RayJob":
+		return &rayv1.RayJob{}
+	}
+	return nil
 }
 
 // ownedByARun: the Job must be controlled by a TauRun that exists, the
@@ -104,7 +126,7 @@ func (c *Check) ownedByARun(ctx context.Context, s *subject) (*verdict, error) {
 		return rejected("created outside TauGrid: %s %s belongs to no TauGrid run", s.kind, s.owner.GetName()), nil
 	}
 	run := &taugridv1.TauRun{}
-	err := c.Get(ctx, client.ObjectKey{Namespace: s.wl.Namespace, Name: ref.Name}, run)
+	err := c.runs().Get(ctx, client.ObjectKey{Namespace: s.wl.Namespace, Name: ref.Name}, run)
 	if apierrors.IsNotFound(err) {
 		return rejected("created outside TauGrid: %s %s names run %s, which does not exist", s.kind, s.owner.GetName(), ref.Name), nil
 	}
@@ -141,7 +163,13 @@ func recordedByTheRun(_ context.Context, s *subject) (*verdict, error) {
 // unchangedSinceRender: the object must still hash to what the API server
 // stored when TauGrid created it; the fields that changed are named.
 func unchangedSinceRender(_ context.Context, s *subject) (*verdict, error) {
-	fp, err := render.FingerprintOf(s.owner)
+	return sameAsRendered(s, s.owner, "%s %s changed after TauGrid rendered it: %s")
+}
+
+// sameAsRendered compares obj with the fingerprint the run recorded;
+// refusal is the sentence of a difference (kind, name, fields).
+func sameAsRendered(s *subject, obj client.Object, refusal string) (*verdict, error) {
+	fp, err := render.FingerprintOf(obj)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +185,7 @@ func unchangedSinceRender(_ context.Context, s *subject) (*verdict, error) {
 	if what == "" {
 		what = "a field whose short digest is unchanged"
 	}
-	return rejected("%s %s changed after TauGrid rendered it: %s", s.kind, s.owner.GetName(), what), nil
+	return rejected(refusal, s.kind, obj.GetName(), what), nil
 }
 
 // runStillWanted: a cancelled or ended run's workload is admitted no more.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/taugrid/taugrid/clusters"
 	"github.com/taugrid/taugrid/server"
+	"github.com/taugrid/taugrid/test/controlplane"
 
 	"github.com/taugrid/taugrid/controllers/admission"
 	"github.com/taugrid/taugrid/controllers/forgestatus"
@@ -98,6 +99,11 @@ func startManagerWith(t testing.TB, adjust func(ctrl.Manager, *controllers)) *ru
 		// As cmd/tau-controller: the platform puts the check on its
 		// ClusterQueues, the admission controller decides it.
 		steps = append(steps, &admission.Check{Client: c, APIReader: mgr.GetAPIReader(), Clock: clk}, &admission.Activator{Client: c, Clock: clk})
+		if adjusted.run.Clusters != nil {
+			// As cmd/tau-controller with MultiKueue: the workers'
+			// queues carry the check, decided from here.
+			steps = append(steps, &admission.Workers{Manager: c, APIReader: mgr.GetAPIReader(), Namespace: controlplane.KueueNamespace, Scheme: scheme, Clock: clk})
+		}
 	}
 	if adjusted.sealer != nil {
 		// As cmd/tau-controller: the run reconciler marks ended attempts,

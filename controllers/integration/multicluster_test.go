@@ -12,15 +12,18 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/clusters"
+	platformctrl "github.com/taugrid/taugrid/controllers/platform"
 	"github.com/taugrid/taugrid/render"
 	"github.com/taugrid/taugrid/server"
 	"github.com/taugrid/taugrid/test/controlplane"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -423,6 +426,7 @@ func TestWorkersDeclaredInThePlatformRepoDispatchRuns(t *testing.T) {
 	f := newRunFixture(t, "mc2")
 	ctx := context.Background()
 	f.plat.r.MultiKueueNamespace = controlplane.KueueNamespace
+	f.plat.r.AdmissionCheck = true // as cmd/tau-controller: on the workers' queues too
 	cq, lqKey := "mc2-a", client.ObjectKey{Namespace: f.ns, Name: "runs"}
 	workers := map[string]client.Client{"large": workerClient(t, fl, "large"), "small": workerClient(t, fl, "small")}
 	// What the platform team provisions itself: the tenant's namespace
@@ -467,8 +471,10 @@ func TestWorkersDeclaredInThePlatformRepoDispatchRuns(t *testing.T) {
 		if err := w.Get(ctx, lqKey, &kueue.LocalQueue{}); err != nil {
 			t.Errorf("worker %s: the tenant's LocalQueue: %v", name, err)
 		}
-		if err := w.Get(ctx, client.ObjectKey{Name: cq}, wcq); err != nil || wcq.Spec.CohortName != "" || wcq.Spec.AdmissionChecksStrategy != nil {
-			t.Errorf("worker %s: ClusterQueue %s: %v, cohort %q, checks %+v; want it alone, admitting on its own quota", name, cq, err, wcq.Spec.CohortName, wcq.Spec.AdmissionChecksStrategy)
+		policyCheck := platformctrl.PolicyCheckName(f.plat.name)
+		if err := w.Get(ctx, client.ObjectKey{Name: cq}, wcq); err != nil || wcq.Spec.CohortName != "" || wcq.Spec.AdmissionChecksStrategy == nil ||
+			len(wcq.Spec.AdmissionChecksStrategy.AdmissionChecks) != 1 || string(wcq.Spec.AdmissionChecksStrategy.AdmissionChecks[0].Name) != policyCheck {
+			t.Errorf("worker %s: ClusterQueue %s: %v, cohort %q, checks %+v; want it alone, admitting on its own quota what passes %s", name, cq, err, wcq.Spec.CohortName, wcq.Spec.AdmissionChecksStrategy, policyCheck)
 		}
 	}
 	waitFor(t, 60*time.Second, "the platform's MultiKueue check to reach both workers", func() bool {
@@ -477,7 +483,7 @@ func TestWorkersDeclaredInThePlatformRepoDispatchRuns(t *testing.T) {
 			apimeta.IsStatusConditionTrue(ac.Status.Conditions, kueue.AdmissionCheckActive)
 	})
 
-	m := startManagerWith(t, withWorkers)
+	m := startManagerWith(t, func(mgr ctrl.Manager, c *controllers) { withWorkers(mgr, c); c.admission = true })
 	defer m.stop()
 	f.research.runRef("one", "target: default\n")
 	f.poll(t)
@@ -490,9 +496,81 @@ func TestWorkersDeclaredInThePlatformRepoDispatchRuns(t *testing.T) {
 	if err := workers["large"].List(ctx, &pods, client.InNamespace(f.ns), client.MatchingLabels{render.LabelRun: run.Name}); err != nil || len(pods.Items) != 1 {
 		t.Fatalf("worker large holds %d pods of the run (%v), want 1", len(pods.Items), err)
 	}
+	workerCheckSays(t, workers["large"], f.ns, run.Status.Workload.Name, f.plat.name, kueue.CheckStateReady,
+		"dispatched by the manager cluster, where Job "+run.Status.Workload.Name+" was rendered for run "+run.Name)
+	refusedOnTheWorker(t, workers["large"], f.ns)
 	exitPodOn(t, workers["large"], &pods.Items[0], 0)
 	waitFor(t, 60*time.Second, "the run to succeed once its pod on the worker exits 0", func() bool {
 		return getRun(t, f.ns, run.Name).Status.Phase == taugridv1.PhaseSucceeded
+	})
+}
+
+// refusedOnTheWorker: whoever may create Jobs in a tenant namespace of a
+// worker, with the tenant's queue label, with or without MultiKueue's
+// origin label, gets a workload the worker never admits, saying why.
+func refusedOnTheWorker(t *testing.T, w client.Client, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	for name, labels := range map[string]map[string]string{
+		"by-hand": {"kueue.x-k8s.io/queue-name": "runs"},
+		"forged":  {"kueue.x-k8s.io/queue-name": "runs", kueue.MultiKueueOriginLabel: "manager"},
+	} {
+		job := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels}, Spec: batchv1.JobSpec{
+			Suspend: ptr.To(true),
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{RestartPolicy: corev1.RestartPolicyNever, Containers: []corev1.Container{{
+				Name: "miner", Image: "evil/miner",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}},
+			}}}},
+		}}
+		create(t, w, job)
+	}
+	for _, name := range []string{"by-hand", "forged"} {
+		want := "created outside TauGrid: the manager cluster dispatched no workload job-" + name + "-"
+		var wl *kueue.Workload
+		waitFor(t, 60*time.Second, "the worker to refuse Job "+name, func() bool {
+			var wls kueue.WorkloadList
+			if err := w.List(ctx, &wls, client.InNamespace(ns)); err != nil {
+				return false
+			}
+			for i := range wls.Items {
+				if ref := metav1.GetControllerOf(&wls.Items[i]); ref != nil && ref.Name == name {
+					wl = &wls.Items[i]
+				}
+			}
+			return wl != nil && strings.Contains(wl.Annotations[taugridv1.AnnotationAdmissionRefusal], want)
+		})
+		if apimeta.IsStatusConditionTrue(wl.Status.Conditions, kueue.WorkloadAdmitted) {
+			t.Errorf("worker admitted Job %s: %+v", name, wl.Status.Conditions)
+		}
+		var job batchv1.Job
+		if err := w.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &job); err != nil || !ptr.Deref(job.Spec.Suspend, false) {
+			t.Errorf("worker's Job %s: %v, suspend %v; want it never started", name, err, job.Spec.Suspend)
+		}
+	}
+}
+
+// workerCheckSays waits until the worker's workload of the named Job has
+// TauGrid's check in state, saying want.
+func workerCheckSays(t *testing.T, w client.Client, ns, job, platform string, state kueue.CheckState, want string) {
+	t.Helper()
+	check := kueue.AdmissionCheckReference(platformctrl.PolicyCheckName(platform))
+	var last kueue.AdmissionCheckState
+	waitFor(t, 30*time.Second, "the worker's check of Job "+job+" to be "+string(state), func() bool {
+		var wls kueue.WorkloadList
+		if err := w.List(context.Background(), &wls, client.InNamespace(ns)); err != nil {
+			return false
+		}
+		for _, wl := range wls.Items {
+			if ref := metav1.GetControllerOf(&wl); ref == nil || ref.Name != job {
+				continue
+			}
+			for _, st := range wl.Status.AdmissionChecks {
+				if st.Name == check {
+					last = st
+				}
+			}
+		}
+		return last.State == state && strings.Contains(last.Message, want)
 	})
 }
 

@@ -208,11 +208,11 @@ func (r *PlatformReconciler) applyPolicy(ctx context.Context, p *taugridv1.TauPl
 	if err == nil {
 		objs, err = withHostSlots(lp.Policy, objs)
 	}
-	if err == nil {
-		objs, err = r.dispatch(ctx, p, lp, objs)
-	}
 	if err == nil && r.AdmissionCheck {
 		objs, err = withPolicyCheck(p, objs)
+	}
+	if err == nil { // after the check: the workers' queues carry it too
+		objs, err = r.dispatch(ctx, p, lp, objs)
 	}
 	kueueObjects := len(objs)
 	if err == nil {

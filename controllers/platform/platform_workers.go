@@ -96,7 +96,9 @@ func labelPlatform(u *unstructured.Unstructured, p *taugridv1.TauPlatform) {
 }
 
 // WorkerObjects is what worker w holds: the ClusterQueues dispatched to
-// it (no cohort, no admission check: the worker admits on its own quota),
+// it (no cohort, no admission check but TauGrid's policy check: the
+// worker admits on its own quota what TauGrid dispatched), the policy
+// check itself,
 // the LocalQueues that submit to them and their namespaces, every flavor
 // and priority class; each replaced by the worker's own declaration in
 // kueue/workers/<name>/, if any; and, in each of those namespaces, the
@@ -129,6 +131,8 @@ func WorkerObjects(tree fs.FS, objs []*unstructured.Unstructured, w render.Worke
 			unstructured.RemoveNestedField(c.Object, "spec", "admissionChecksStrategy")
 			withoutCohortLimits(c)
 			plan = append(plan, c)
+		case kind == "AdmissionCheck" && isPolicyCheck(u):
+			plan = append(plan, u.DeepCopy())
 		case kind == "LocalQueue" && namespaces[u.GetNamespace()], kind == "Namespace" && namespaces[u.GetName()],
 			kind == "ResourceFlavor", kind == "WorkloadPriorityClass":
 			plan = append(plan, u.DeepCopy())
@@ -147,6 +151,9 @@ func WorkerObjects(tree fs.FS, objs []*unstructured.Unstructured, w render.Worke
 		} else {
 			plan[i] = o
 		}
+	}
+	if err := withWorkerPolicyCheck(plan); err != nil {
+		return nil, append(errs, w.Refuse("name", "%v", err))
 	}
 	slices.SortStableFunc(plan, func(a, b *unstructured.Unstructured) int { return policy.KindOrder(a) - policy.KindOrder(b) })
 	for _, ns := range slices.Sorted(maps.Keys(namespaces)) { // after the namespaces they go in
@@ -273,4 +280,38 @@ func withoutCohortLimits(cq *unstructured.Unstructured) {
 		_ = unstructured.SetNestedSlice(policy.AsMap(g), flavors, "flavors")
 	}
 	_ = unstructured.SetNestedSlice(cq.Object, groups, "spec", "resourceGroups")
+}
+
+// isPolicyCheck: u is TauGrid's policy AdmissionCheck.
+func isPolicyCheck(u *unstructured.Unstructured) bool {
+	c, _, _ := unstructured.NestedString(u.Object, "spec", "controllerName")
+	return u.GetKind() == "AdmissionCheck" && c == taugridv1.PolicyCheckController
+}
+
+// withWorkerPolicyCheck puts TauGrid's policy check, when the plan has
+// it, on every ClusterQueue of a worker's plan, the worker's own
+// declarations included: the manager's other checks (MultiKueue's)
+// are the manager's alone, and no queue of the worker admits what TauGrid
+// did not dispatch.
+func withWorkerPolicyCheck(plan []*unstructured.Unstructured) error {
+	i := slices.IndexFunc(plan, isPolicyCheck)
+	if i < 0 {
+		return nil
+	}
+	name := plan[i].GetName()
+	for j, u := range plan {
+		if u.GetKind() != "ClusterQueue" {
+			continue
+		}
+		rules, _, _ := unstructured.NestedSlice(u.Object, "spec", "admissionChecksStrategy", "admissionChecks")
+		if slices.ContainsFunc(rules, func(r any) bool { return policy.AsMap(r)["name"] == name }) {
+			continue
+		}
+		c := u.DeepCopy() // own declarations are the loaded tree's
+		if err := unstructured.SetNestedSlice(c.Object, append(rules, map[string]any{"name": name}), "spec", "admissionChecksStrategy", "admissionChecks"); err != nil {
+			return fmt.Errorf("ClusterQueue %s: %w", u.GetName(), err)
+		}
+		plan[j] = c
+	}
+	return nil
 }

@@ -65,6 +65,7 @@ type options struct {
 	readGPUUsage                                             bool
 	metricsSecure                                            bool
 	runWorkers, repositoryWorkers, forgeWorkers              int
+	statusDetailInterval                                     time.Duration
 	forgeRate                                                float64
 	forgeBurst                                               int
 	memoryLimitRatio                                         float64
@@ -109,6 +110,8 @@ func main() {
 	flag.BoolVar(&o.readGPUUsage, "read-gpu-usage", true, "read running attempts' GPU utilisation from the tau-nodeagent pods (in --namespace) once a minute, for the run's summary and the platform's idle-GPU rule")
 	flag.DurationVar(&o.janitorEvery, "janitor-interval", time.Minute, "how often the janitor looks")
 	flag.IntVar(&o.runWorkers, "run-workers", runctrl.DefaultRunWorkers, "runs reconciled at once (each mostly waits on the API server)")
+	flag.DurationVar(&o.statusDetailInterval, "status-detail-interval", runctrl.DefaultDetailInterval,
+		"how long after a run's last status write a change that only adds detail to its phase (a message, a queue position) waits to be written; a new phase is written at once; 0 writes every change")
 	flag.IntVar(&o.repositoryWorkers, "repository-workers", repoctrl.DefaultRepositoryWorkers, "repositories polled at once (each mostly waits on its git remote)")
 	flag.IntVar(&o.forgeWorkers, "forge-workers", forgestatus.DefaultForgeWorkers, "runs whose commit status is posted at once (each mostly waits on the forge)")
 	flag.Float64Var(&o.forgeRate, "forge-rate", float64(forge.DefaultRate), "commit status posts a second per forge credential (API URL and token), which every repository using it shares; the default stays under GitHub's 5,000 requests an hour")
@@ -282,7 +285,7 @@ func setupControllers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 			PullRequests: pulls, Workers: o.repositoryWorkers},
 		&runctrl.RunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Files: &policy.GitFiles{Client: c, Git: git},
 			Policies: policies, Sources: sources, Clock: clk, Recorder: mgr.GetEventRecorder("tau-run"), Evidence: page, Clusters: workers,
-			GPUUsage: usage, Workers: o.runWorkers},
+			GPUUsage: usage, Workers: o.runWorkers, DetailInterval: o.statusDetailInterval},
 		ev,
 		&forgestatus.ForgeReconciler{Client: c, APIReader: mgr.GetAPIReader(), Clock: clk, Recorder: mgr.GetEventRecorder("tau-forge"), Posters: posters, Workers: o.forgeWorkers},
 		&forgestatus.RefusalReporter{Client: c, Posters: posters, Recorder: mgr.GetEventRecorder("tau-forge")},

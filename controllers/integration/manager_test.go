@@ -56,6 +56,9 @@ func newSuiteManager(t testing.TB) (ctrl.Manager, context.Context, context.Cance
 	t.Helper()
 	cfg := rest.CopyConfig(env.Config)
 	cfg.QPS, cfg.Burst = 100, 200 // as cmd/tau-controller's defaults
+	if managerTransport != nil {
+		cfg.WrapTransport = managerTransport
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -83,17 +86,23 @@ func startManagerWith(t testing.TB, adjust func(ctrl.Manager, *controllers)) *ru
 	c, clk := mgr.GetClient(), clock.RealClock{}
 	policies := &policy.PolicyStore{Client: c, Git: gitClient, Namespace: "default"}
 	runs := &runctrl.RunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Scheme: scheme, Files: &policy.GitFiles{Client: c, Git: gitClient},
-		Policies: policies, Clock: clk, Recorder: events.NewFakeRecorder(1000)}
+		Policies: policies, Clock: clk, Recorder: events.NewFakeRecorder(1000), DetailInterval: runctrl.DefaultDetailInterval}
 	adjusted := &controllers{run: runs}
 	if adjust != nil {
 		adjust(mgr, adjusted)
 	}
+	recorder := func(name string) events.EventRecorder {
+		if adjusted.realEvents {
+			return mgr.GetEventRecorder(name)
+		}
+		return events.NewFakeRecorder(1000)
+	}
 	steps := []interface{ SetupWithManager(ctrl.Manager) error }{
-		&platformctrl.PlatformReconciler{Client: c, Git: gitClient, Policies: policies, Clock: clk, Recorder: events.NewFakeRecorder(1000),
+		&platformctrl.PlatformReconciler{Client: c, Git: gitClient, Policies: policies, Clock: clk, Recorder: recorder("tau-platform"),
 			AdmissionCheck: adjusted.admission},
-		&repoctrl.RepositoryReconciler{Client: c, Git: gitClient, Policies: policies, Clock: clk, Recorder: events.NewFakeRecorder(1000)},
+		&repoctrl.RepositoryReconciler{Client: c, Git: gitClient, Policies: policies, Clock: clk, Recorder: recorder("tau-repository")},
 		runs,
-		&forgestatus.ForgeReconciler{Client: c, APIReader: mgr.GetAPIReader(), Clock: clk, Recorder: events.NewFakeRecorder(1000)},
+		&forgestatus.ForgeReconciler{Client: c, APIReader: mgr.GetAPIReader(), Clock: clk, Recorder: recorder("tau-forge")},
 	}
 	if adjusted.admission {
 		// As cmd/tau-controller: the platform puts the check on its
@@ -139,6 +148,11 @@ type controllers struct {
 	// sealer seals the evidence of the attempts the run reconciler ends;
 	// nil runs none.
 	sealer *sealing.EvidenceRecorder
+	// realEvents gives the platform, repository and forge reconcilers
+	// the manager's event recorders, which post Events, as
+	// cmd/tau-controller's do (the run reconciler's and the sealer's are
+	// adjust's to set).
+	realEvents bool
 }
 
 // stop stops the manager and waits until it has.

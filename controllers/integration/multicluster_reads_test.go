@@ -61,6 +61,11 @@ func workerKubelet(t *testing.T, w client.Client, node string) *controlplane.Kub
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Once the test's kubelet stops, nothing runs pods on its node: a
+	// later test's pod must not land there.
+	t.Cleanup(func() {
+		_ = w.Delete(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}})
+	})
 	return k
 }
 

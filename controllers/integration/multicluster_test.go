@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"strings"
 	"sync"
@@ -488,6 +489,7 @@ func TestWorkersDeclaredInThePlatformRepoDispatchRuns(t *testing.T) {
 	f.research.runRef("one", "target: default\n")
 	f.poll(t)
 	run := f.runOf(t, "refs/tau/runs/one")
+	defer explainFleetOnFailure(t, f.ns, run.Name, workers)
 	run = awaitPhase(t, run, taugridv1.PhaseRunning, 90*time.Second, "the run to run on a worker")
 	if got := run.Status.Workload.Cluster; got != "large" {
 		t.Fatalf("the run runs on cluster %q, want large (the small worker's own ClusterQueue has no GPUs)", got)
@@ -503,6 +505,39 @@ func TestWorkersDeclaredInThePlatformRepoDispatchRuns(t *testing.T) {
 	waitFor(t, 60*time.Second, "the run to succeed once its pod on the worker exits 0", func() bool {
 		return getRun(t, f.ns, run.Name).Status.Phase == taugridv1.PhaseSucceeded
 	})
+}
+
+// explainFleetOnFailure logs, when t failed, what the run says and what
+// each cluster's Kueue shows of its namespace: the workloads and their
+// checks, and the workers' AdmissionChecks.
+func explainFleetOnFailure(t *testing.T, ns, run string, workers map[string]client.Client) {
+	if !t.Failed() {
+		return
+	}
+	ctx := context.Background()
+	r := &taugridv1.TauRun{}
+	if err := k8s.Get(ctx, client.ObjectKey{Namespace: ns, Name: run}, r); err == nil {
+		t.Logf("run %s: %s: %s", run, r.Status.Phase, r.Status.Message)
+	}
+	all := map[string]client.Client{"manager": k8s}
+	maps.Copy(all, workers)
+	for name, c := range all {
+		var wls kueue.WorkloadList
+		_ = c.List(ctx, &wls, client.InNamespace(ns))
+		for _, wl := range wls.Items {
+			t.Logf("%s: workload %s, owners %v: %+v, checks %+v", name, wl.Name, wl.OwnerReferences, wl.Status.Conditions, wl.Status.AdmissionChecks)
+		}
+		var acs kueue.AdmissionCheckList
+		_ = c.List(ctx, &acs)
+		for _, ac := range acs.Items {
+			t.Logf("%s: AdmissionCheck %s (%s): %+v", name, ac.Name, ac.Spec.ControllerName, ac.Status.Conditions)
+		}
+		var pods corev1.PodList
+		_ = c.List(ctx, &pods, client.InNamespace(ns))
+		for _, p := range pods.Items {
+			t.Logf("%s: pod %s on %q: %s %+v %+v", name, p.Name, p.Spec.NodeName, p.Status.Phase, p.Status.Conditions, p.Status.ContainerStatuses)
+		}
+	}
 }
 
 // refusedOnTheWorker: whoever may create Jobs in a tenant namespace of a

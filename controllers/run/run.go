@@ -95,11 +95,17 @@ type RunReconciler struct {
 	// Workers is how many runs are reconciled at once; 0 means
 	// DefaultRunWorkers.
 	Workers int
+	// DetailInterval holds back a status change that only adds detail
+	// to a run's phase until this long after its last status write
+	// (detailWait); 0 writes every change at once.
+	DetailInterval time.Duration
 
 	submitted *shared.Memo[types.UID, submission]       // see cacheLagsSubmission
 	writes    *shared.Memo[types.NamespacedName, write] // see cacheLagsWrite
 	held      *shared.Memo[holdKey, struct{}]           // see holdOnWorker
 	planned   *shared.Memo[types.UID, plannedLimits]    // see limits
+
+	statusWrites *shared.Memo[types.NamespacedName, time.Time] // see detailWait
 }
 
 // SourceArchiver builds a run's source archive and says where pods fetch it.
@@ -127,6 +133,7 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
 		if apierrors.IsNotFound(err) {
 			shared.MemoOf(&r.writes).Forget(req.NamespacedName)
+			shared.MemoOf(&r.statusWrites).Forget(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -199,6 +206,14 @@ func (r *RunReconciler) finish(ctx context.Context, base, run *taugridv1.TauRun,
 		run.Status.ObservedGeneration = run.Generation
 	}
 	r.recordEnd(base, run)
+	if wait := r.detailWait(base, run); wait > 0 {
+		// Written when the interval is up, with what the run shows then.
+		out, ferr := shared.Finish(res, err)
+		if ferr == nil && (out.RequeueAfter == 0 || wait < out.RequeueAfter) {
+			out.RequeueAfter = wait
+		}
+		return out, ferr
+	}
 	perr := r.PatchStatus(ctx, base, run)
 	if apierrors.IsConflict(perr) {
 		return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
@@ -229,6 +244,9 @@ func (r *RunReconciler) PatchStatus(ctx context.Context, base, run *taugridv1.Ta
 		return nil
 	}
 	err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	if err == nil {
+		r.noteWrite(run)
+	}
 	// A patch the API server stored nothing for (a time that differs only
 	// below the second it keeps) leaves the resourceVersion as it was: the
 	// cache already shows that copy, so there is nothing to wait for.

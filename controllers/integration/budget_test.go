@@ -1,0 +1,209 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/controllers/sealing"
+	"github.com/taugrid/taugrid/controllers/shared"
+	"github.com/taugrid/taugrid/evidence"
+	"github.com/taugrid/taugrid/policy"
+	"github.com/taugrid/taugrid/render"
+	"github.com/taugrid/taugrid/runs"
+	"github.com/taugrid/taugrid/test/controlplane"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// managerTransport, when set, wraps the transport of the next test
+// manager's API client (newSuiteManager): a test counts what TauGrid
+// sends.
+var managerTransport func(http.RoundTripper) http.RoundTripper
+
+// apiRequests counts a client's API requests by verb and resource
+// ("create jobs.batch", "patch tauruns.taugrid.dev/status", "watch pods"),
+// and the writes the API server refused for a stale copy (409).
+type apiRequests struct {
+	mu       sync.Mutex
+	counting bool
+	n        map[string]int
+	conflict map[string]int
+}
+
+func (a *apiRequests) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(r *http.Request) (*http.Response, error) {
+		what := requestKind(r)
+		resp, err := rt.RoundTrip(r)
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		if !a.counting {
+			return resp, err
+		}
+		a.n[what]++
+		if err == nil && resp.StatusCode == http.StatusConflict {
+			a.conflict[what]++
+		}
+		return resp, err
+	})
+}
+
+// start counts from now on, from zero.
+func (a *apiRequests) start() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.counting, a.n, a.conflict = true, map[string]int{}, map[string]int{}
+}
+
+// counts is what was counted so far.
+func (a *apiRequests) counts() (map[string]int, map[string]int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return maps.Clone(a.n), maps.Clone(a.conflict)
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// requestKind is a request's verb and resource, Kubernetes' way: a GET of
+// a collection is a list (a watch with ?watch), of one object a get.
+func requestKind(r *http.Request) string {
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	var group string
+	switch {
+	case len(parts) >= 2 && parts[0] == "api":
+		parts = parts[2:]
+	case len(parts) >= 3 && parts[0] == "apis":
+		group, parts = parts[1], parts[3:]
+	default:
+		return strings.ToLower(r.Method) + " " + r.URL.Path
+	}
+	if len(parts) > 2 && parts[0] == "namespaces" {
+		parts = parts[2:]
+	}
+	resource := parts[0]
+	if group != "" {
+		resource += "." + group
+	}
+	if len(parts) > 2 {
+		resource += "/" + parts[2]
+	}
+	verb := map[string]string{http.MethodPost: "create", http.MethodPut: "update", http.MethodPatch: "patch", http.MethodDelete: "delete"}[r.Method]
+	switch {
+	case r.Method != http.MethodGet:
+	case r.URL.Query().Get("watch") == "true":
+		verb = "watch"
+	case len(parts) == 1:
+		verb = "list"
+	default:
+		verb = "get"
+	}
+	return verb + " " + resource
+}
+
+// The budget of one short run's whole life (pushed, queued, admitted,
+// its pod Pending, then Running, then exited 0, Succeeded): what TauGrid
+// sends the API server for it, by what it is. A change that sends more
+// fails here, as an allocation budget fails a benchmark; a change that
+// sends less lowers the budget.
+//
+// What one run's life sends today (make test, 2026-12-04): the TauRun
+// created and its status written 5 times (Queued, Admitted, Running,
+// Succeeded, sealed), its Job and NetworkPolicy created, 6 Events (one
+// per phase, the request, the seal), the admission check's read of the
+// Job and patch of the Workload's status, the sealer's read of the Job,
+// the pod's log and its 4 event lists; and, once per manager start or
+// poll, not per run: the AdmissionCheck and platform status, the
+// repository's nudge and status.
+const (
+	runRequestBudget = 28
+	runWriteBudget   = 6 // the TauRun's creation and its status writes
+)
+
+// TestOneRunsWholeLifeStaysWithinItsAPIRequestBudget runs one run through
+// its life on the control plane with nodes, the manager's requests counted
+// from the moment its caches are in sync to the run's end, and fails when
+// they exceed the budget, or when any write is refused for a stale copy.
+func TestOneRunsWholeLifeStaysWithinItsAPIRequestBudget(t *testing.T) {
+	onCluster(t)
+	plat := newPlatformFrom(t, examplePlatformCopy(t, "bud"))
+	plat.r.AdmissionCheck = true
+	f := newRunFixtureWith(t, "bud", plat)
+	addNode(t, controlplane.GPUNode("bud-gpu"))
+	counted := &apiRequests{}
+	managerTransport = counted.wrap
+	st, err := evidence.NewFileStore(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As cmd/tau-controller: Events posted, the admission check decided,
+	// evidence sealed.
+	m := startManagerWith(t, func(mgr ctrl.Manager, c *controllers) {
+		c.admission, c.realEvents = true, true
+		r := c.run
+		r.Recorder = mgr.GetEventRecorder("tau-run")
+		r.Evidence = &evidence.Page{}
+		c.sealer = &sealing.EvidenceRecorder{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+			Logs:  runs.PodLogs{Pods: kubernetes.NewForConfigOrDie(mgr.GetConfig()).CoreV1()},
+			Files: r.Files, Policies: r.Policies.(*policy.PolicyStore), Store: st, Clock: r.Clock, Recorder: mgr.GetEventRecorder("tau-evidence"),
+			Attestations: &sealing.AttestationKeys{Client: k8s, Namespace: metav1.NamespaceDefault, Name: attestationKeySecret}}
+	})
+	managerTransport = nil
+	defer m.stop()
+	counted.start()
+
+	f.research.runRef("one", "target: default\n")
+	// As a forge's webhook: the manager's repository reconciler makes the run.
+	if err := m.nudger.NudgeRepository(context.Background(), f.repo.Namespace, f.repo.Name, 0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the run to be made", func() bool { return len(f.listRuns(t)) == 1 })
+	run := f.runOf(t, "refs/tau/runs/one")
+	run = awaitPhase(t, run, taugridv1.PhaseRunning, 60*time.Second, "the run to run")
+	var pods corev1.PodList
+	if err := k8s.List(context.Background(), &pods, client.InNamespace(f.ns), client.MatchingLabels{render.LabelRun: run.Name}); err != nil || len(pods.Items) != 1 {
+		t.Fatalf("%d pods of the run (%v), want 1", len(pods.Items), err)
+	}
+	exitPodOn(t, k8s, &pods.Items[0], 0)
+	awaitPhase(t, run, taugridv1.PhaseSucceeded, 60*time.Second, "the run to succeed")
+	waitFor(t, 30*time.Second, "the run's evidence to be sealed", func() bool {
+		has, _ := evidence.Has(context.Background(), st, evidence.Key{Namespace: f.ns, Run: run.Name, Attempt: 1})
+		return has && !shared.Sealing(getRun(t, run.Namespace, run.Name))
+	})
+	time.Sleep(2 * time.Second) // what the end still sends
+
+	n, conflicts := counted.counts()
+	total, runWrites := 0, 0
+	var lines []string
+	for _, what := range slices.Sorted(maps.Keys(n)) {
+		if strings.HasPrefix(what, "watch ") {
+			continue // an informer's, once per process, not per run
+		}
+		total += n[what]
+		if strings.Contains(what, "tauruns.") && !strings.HasPrefix(what, "get ") && !strings.HasPrefix(what, "list ") && !strings.HasPrefix(what, "watch ") {
+			runWrites += n[what]
+		}
+		lines = append(lines, fmt.Sprintf("%4d %s", n[what], what))
+	}
+	t.Logf("one run's life: %d API requests, %d writes of the TauRun:\n%s", total, runWrites, strings.Join(lines, "\n"))
+	if total > runRequestBudget {
+		t.Errorf("one run's life sent %d API requests; the budget is %d", total, runRequestBudget)
+	}
+	if runWrites > runWriteBudget {
+		t.Errorf("one run's life wrote its TauRun %d times; the budget is %d", runWrites, runWriteBudget)
+	}
+	if len(conflicts) > 0 {
+		t.Errorf("writes refused for a stale copy (409): %v; want none", conflicts)
+	}
+}

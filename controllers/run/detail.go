@@ -1,0 +1,66 @@
+package run
+
+import (
+	"time"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/taugrid/taugrid/controllers/shared"
+)
+
+// DefaultDetailInterval is how long, after a run's last status write, a
+// change that only adds detail to its phase waits to be written
+// (cmd/tau-controller's --status-detail-interval).
+const DefaultDetailInterval = 2 * time.Second
+
+// detailOnly: what changed from base to run is only what a person reads
+// of a phase in progress: the message, the conditions' messages, why the
+// workload waits, its place in the queue and the name of Kueue's Workload
+// for it, the nodes an attempt's pods are on. A new phase, a condition that turns, a workload recorded or
+// admitted, an attempt started or ended: none is detail.
+func detailOnly(base, run *taugridv1.TauRunStatus) bool {
+	a, b := base.DeepCopy(), run.DeepCopy()
+	for _, s := range []*taugridv1.TauRunStatus{a, b} {
+		s.Message = ""
+		if s.Workload != nil {
+			s.Workload.Reason, s.Workload.Position, s.Workload.Workload = "", nil, ""
+		}
+		for i := range s.Conditions {
+			s.Conditions[i].Message = ""
+		}
+		for i := range s.Attempts {
+			s.Attempts[i].Nodes = nil
+		}
+	}
+	return equality.Semantic.DeepEqual(a, b)
+}
+
+// detailWait is how long the status change from base to run is held back:
+// a change that is only detail, within DetailInterval of the run's last
+// status write, waits for the rest of it, and whatever the run shows then
+// is written, once (a run passing through admission and pod start in a
+// second is written at each phase, not at each sentence between). 0:
+// write now. Each write is dated by noteWrite.
+func (r *RunReconciler) detailWait(base, run *taugridv1.TauRun) time.Duration {
+	if r.DetailInterval <= 0 || !detailOnly(&base.Status, &run.Status) {
+		return 0
+	}
+	at, ok := shared.MemoOf(&r.statusWrites).Get(types.NamespacedName{Namespace: run.Namespace, Name: run.Name})
+	if !ok {
+		return 0
+	}
+	return max(0, r.DetailInterval-r.Clock.Now().Sub(at))
+}
+
+// noteWrite dates a status write to run; an ended run's date is dropped,
+// as nothing about it is detail any more.
+func (r *RunReconciler) noteWrite(run *taugridv1.TauRun) {
+	key := types.NamespacedName{Namespace: run.Namespace, Name: run.Name}
+	if run.Status.Phase.Final() {
+		shared.MemoOf(&r.statusWrites).Forget(key)
+		return
+	}
+	shared.MemoOf(&r.statusWrites).Put(key, r.Clock.Now())
+}

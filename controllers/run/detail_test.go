@@ -1,0 +1,88 @@
+package run
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/test/builders"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// A run passing through its start writes its status at each phase, not at
+// each sentence between: a message that only adds detail to the phase
+// waits for the rest of DetailInterval after the last write and is then
+// written as the run shows it; a new phase is written at once.
+func TestDetailWaitsForTheIntervalAndAPhaseDoesNot(t *testing.T) {
+	w := newRunWorld(t, nil, submitted(taugridv1.PhaseQueued), job(builders.MakeJob("r1-1", ns).Unsuspended()), workloadOf(true))
+	w.r.DetailInterval = 2 * time.Second
+	ctx := context.Background()
+	if _, err := w.reconcile(t, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	admitted := w.run(t, "r1")
+	if admitted.Status.Phase != taugridv1.PhaseAdmitted {
+		t.Fatalf("phase %s, want Admitted written at once", admitted.Status.Phase)
+	}
+
+	// Its pod appears, waiting for the scheduler: detail, held.
+	pending := builders.MakeAttemptPod("r1-1-0", ns, "r1", 1).Obj()
+	if err := w.c.Create(ctx, pending); err != nil {
+		t.Fatal(err)
+	}
+	w.after(500 * time.Millisecond)
+	res, err := w.reconcile(t, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := w.run(t, "r1"); got.Status.Message != admitted.Status.Message || got.ResourceVersion != admitted.ResourceVersion {
+		t.Errorf("detail written %s after the last write: %q", 500*time.Millisecond, got.Status.Message)
+	}
+	if res.RequeueAfter <= 0 || res.RequeueAfter > 1500*time.Millisecond {
+		t.Errorf("requeued after %s, want the rest of the interval (1.5s)", res.RequeueAfter)
+	}
+
+	// The interval is up: the run as it is now is written.
+	w.after(1500 * time.Millisecond)
+	if _, err := w.reconcile(t, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.run(t, "r1"); !strings.Contains(got.Status.Message, "waiting for the scheduler") {
+		t.Errorf("after the interval the message is %q, want the pod's wait", got.Status.Message)
+	}
+
+	// The pod runs a moment later: a new phase, written at once.
+	running := builders.MakeAttemptPod("r1-1-0", ns, "r1", 1).OnNode("gpu-1").Running().Obj()
+	if err := w.c.Delete(ctx, pending); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.c.Create(ctx, running); client.IgnoreAlreadyExists(err) != nil {
+		t.Fatal(err)
+	}
+	w.after(100 * time.Millisecond)
+	if _, err := w.reconcile(t, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.run(t, "r1"); got.Status.Phase != taugridv1.PhaseRunning {
+		t.Errorf("phase %s (%q) 100ms after the last write, want Running at once", got.Status.Phase, got.Status.Message)
+	}
+}
+
+// Without an interval every change is written.
+func TestWithoutADetailIntervalEveryChangeIsWritten(t *testing.T) {
+	w := newRunWorld(t, nil, submitted(taugridv1.PhaseQueued), job(builders.MakeJob("r1-1", ns).Unsuspended()), workloadOf(true))
+	if _, err := w.reconcile(t, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.c.Create(context.Background(), builders.MakeAttemptPod("r1-1-0", ns, "r1", 1).Obj()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.reconcile(t, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.run(t, "r1"); !strings.Contains(got.Status.Message, "waiting for the scheduler") {
+		t.Errorf("message %q, want the pod's wait at once", got.Status.Message)
+	}
+}

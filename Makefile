@@ -25,13 +25,9 @@ build: ## Build the binaries into ./bin
 
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
-.PHONY: release-cli
-release-cli: ## Build the tau CLI for Linux and macOS (amd64, arm64) into ./dist
-	@for os in linux darwin; do for arch in amd64 arm64; do \
-		echo "dist/tau-$$os-$$arch"; \
-		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags "-s -w" -o dist/tau-$$os-$$arch ./cmd/tau || exit 1; \
-	done; done
-	@cd dist && sha256sum tau-* > SHA256SUMS
+.PHONY: release
+release: ## Write the tau CLI's release into ./dist: an archive per platform (Linux, macOS, Windows; amd64, arm64), SHA256SUMS, install.sh, install.ps1
+	$(GO) run ./hack/release -version $(VERSION) -out dist
 
 IMAGE_REGISTRY  ?= ghcr.io/taugrid
 IMAGE_TAG       ?= $(shell sed -n 's/^appVersion: *//p' charts/taugrid/Chart.yaml)

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+const testVersion = "v0.0.0-test"
+
+// release writes the release for this machine's platform and Windows
+// amd64 into a new directory, from the repository's root.
+func release(t *testing.T) string {
+	t.Helper()
+	out := t.TempDir()
+	if err := run(testVersion, out, []string{runtime.GOOS + "/" + runtime.GOARCH, "windows/amd64"}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// installSh runs a release's install.sh against base, in a home of its
+// own, with PATH holding only the tools it needs.
+func installSh(t *testing.T, dist, base, dir string) (string, error) {
+	t.Helper()
+	home := t.TempDir()
+	cmd := exec.Command("sh", filepath.Join(dist, "install.sh"), "--version", testVersion, "--base-url", base, "--dir", dir)
+	cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH")}
+	out, err := cmd.CombinedOutput()
+	if entries, _ := os.ReadDir(home); len(entries) > 0 {
+		t.Errorf("install.sh wrote into the home directory: %v (a shell profile?)", entries)
+	}
+	return string(out), err
+}
+
+// A release is the same bytes when built twice; install.sh installs the
+// archive for this machine from a server after checking it against
+// SHA256SUMS, and leaves PATH and the shell's profile alone; it refuses an
+// archive changed by one byte and installs nothing.
+func TestAReleaseIsReproducibleAndInstallShChecksWhatItInstalls(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		if _, err := exec.LookPath("wget"); err != nil {
+			t.Fatal("install.sh needs curl or wget (.ci/run installs curl)")
+		}
+	}
+	t.Chdir("../..")
+	a, b := release(t), release(t)
+	sumsA, err := os.ReadFile(filepath.Join(a, "SHA256SUMS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sumsB, _ := os.ReadFile(filepath.Join(b, "SHA256SUMS"))
+	if !bytes.Equal(sumsA, sumsB) {
+		t.Fatalf("two builds of one commit differ:\n%s\n%s", sumsA, sumsB)
+	}
+	for _, want := range []string{"tau_" + testVersion + "_windows_amd64.zip", "tau_" + testVersion + "_" + runtime.GOOS + "_" + runtime.GOARCH + ".tar.gz"} {
+		if !strings.Contains(string(sumsA), "  "+want+"\n") {
+			t.Errorf("SHA256SUMS lists no %s:\n%s", want, sumsA)
+		}
+	}
+
+	serve := func(dist string) string {
+		mux := http.NewServeMux()
+		mux.Handle("/"+testVersion+"/", http.StripPrefix("/"+testVersion+"/", http.FileServer(http.Dir(dist))))
+		srv := httptest.NewServer(mux)
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	dir := filepath.Join(t.TempDir(), "bin")
+	out, err := installSh(t, a, serve(a), dir)
+	if err != nil {
+		t.Fatalf("install.sh: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "installed tau "+testVersion+" into "+dir+"/tau") || !strings.Contains(out, dir+" is not on your PATH") {
+		t.Errorf("install.sh said:\n%s", out)
+	}
+	v, err := exec.Command(filepath.Join(dir, "tau"), "version").Output()
+	if err != nil || !strings.HasPrefix(string(v), "tau "+testVersion+"\n") {
+		t.Errorf("the installed tau version: %v\n%s", err, v)
+	}
+
+	archive := filepath.Join(b, "tau_"+testVersion+"_"+runtime.GOOS+"_"+runtime.GOARCH+".tar.gz")
+	data, err := os.ReadFile(archive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[len(data)/2] ^= 0x01
+	if err := os.WriteFile(archive, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir = filepath.Join(t.TempDir(), "bin")
+	out, err = installSh(t, b, serve(b), dir)
+	if err == nil || !strings.Contains(out, "does not match SHA256SUMS") || !strings.Contains(out, "nothing installed") {
+		t.Errorf("install.sh of a corrupted archive: %v\n%s; want a refusal", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "tau")); !os.IsNotExist(err) {
+		t.Errorf("a corrupted archive left %s/tau: %v", dir, err)
+	}
+}

@@ -50,14 +50,20 @@ type subject struct {
 // a workload every check passes is Ready. Each check is a named function
 // with its attacker in its test (checks_test.go).
 func (c *Check) decide(ctx context.Context, wl *kueue.Workload) (verdict, error) {
-	s := &subject{wl: wl}
-	for _, step := range []func(context.Context, *subject) (*verdict, error){
+	return chain(ctx, &subject{wl: wl}, "%s %s was rendered for run %s under policy commit %s and is unchanged since (%s)",
 		c.ownedByAJobOrRayJob,
 		c.ownedByARun,
 		recordedByTheRun,
 		unchangedSinceRender,
 		runStillWanted,
-	} {
+	)
+}
+
+// chain runs steps on s in order: the first with something to say
+// decides; when none has, s is Ready, ready saying why (the run's
+// workload kind and name, the run, the policy commit, the digest).
+func chain(ctx context.Context, s *subject, ready string, steps ...func(context.Context, *subject) (*verdict, error)) (verdict, error) {
+	for _, step := range steps {
 		v, err := step(ctx, s)
 		if err != nil || v != nil {
 			if v == nil {
@@ -67,7 +73,7 @@ func (c *Check) decide(ctx context.Context, wl *kueue.Workload) (verdict, error)
 		}
 	}
 	w := s.run.Status.Workload
-	return verdict{kueue.CheckStateReady, fmt.Sprintf("TauGrid policy: %s %s was rendered for run %s under policy commit %s and is unchanged since (%s)",
+	return verdict{kueue.CheckStateReady, "TauGrid policy: " + fmt.Sprintf(ready,
 		w.Kind, w.Name, s.run.Name, shared.Short(s.run.Status.PolicyCommit), shortDigest(w.Digest))}, nil
 }
 

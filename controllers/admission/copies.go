@@ -13,8 +13,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
-
-	"github.com/taugrid/taugrid/controllers/shared"
 )
 
 // prebuiltWorkloadLabel is the label MultiKueue puts on the copy of a Job
@@ -45,26 +43,14 @@ func (c *Check) decideCopy(ctx context.Context, wl *kueue.Workload) (verdict, er
 		v.message = "TauGrid policy: dispatched by the manager cluster, where " + strings.TrimPrefix(v.message, "TauGrid policy: ")
 		return v, nil
 	}
-	s := &subject{wl: wl}
-	for _, step := range []func(context.Context, *subject) (*verdict, error){
+	return chain(ctx, &subject{wl: wl}, "%s %s is the manager's copy of what was rendered for run %s under policy commit %s, unchanged since (%s)",
 		c.copiedByMultiKueue,
 		c.dispatchedByTheManager,
 		c.ownedByARun,
 		recordedByTheRun,
 		unchangedSinceDispatch,
 		runStillWanted,
-	} {
-		v, err := step(ctx, s)
-		if err != nil || v != nil {
-			if v == nil {
-				v = &verdict{}
-			}
-			return *v, err
-		}
-	}
-	w := s.run.Status.Workload
-	return verdict{kueue.CheckStateReady, fmt.Sprintf("TauGrid policy: %s %s is the manager's copy of what was rendered for run %s under policy commit %s, unchanged since (%s)",
-		w.Kind, w.Name, s.run.Name, shared.Short(s.run.Status.PolicyCommit), shortDigest(w.Digest))}, nil
+	)
 }
 
 // dispatchedWorkload is the manager's workload that wl, on a worker, is

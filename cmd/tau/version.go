@@ -65,7 +65,9 @@ func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print tau's version, the commit it was built from and the build's date",
-		Args:  cobra.NoArgs,
+		Example: `  tau version
+  tau version | head -1    # the version alone, for a script`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := fmt.Fprint(cmd.OutOrStdout(), readBuildInfo())
 			return err

@@ -164,7 +164,7 @@ func (f *Workers) watch(parent context.Context, name string, s *corev1.Secret) e
 	}
 	check := &Check{Client: cl.GetClient(), APIReader: cl.GetAPIReader(), Clock: f.Clock,
 		Worker: name, Manager: f.Manager, ManagerAPIReader: f.APIReader}
-	checks, err := controller.NewUnmanaged("admission-"+name, controller.Options{Reconciler: check, SkipNameValidation: ptr.To(true)})
+	checks, err := controller.NewUnmanaged("admission-"+name, controller.Options{Reconciler: check, SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: DefaultWorkers})
 	if err != nil {
 		return err
 	}

@@ -100,15 +100,29 @@ func (w *Workers) PodsOf(ctx context.Context, cluster string) (*Pods, error) {
 	if err := w.Manager.Get(ctx, types.NamespacedName{Name: cluster}, &mkc); err != nil {
 		return nil, fmt.Errorf("worker cluster %s: %w", cluster, err)
 	}
+	s, err := KubeconfigSecret(ctx, w.Manager, w.Namespace, &mkc)
+	if err != nil {
+		return nil, err
+	}
+	return w.clientFor(cluster, s)
+}
+
+// ErrKubeconfigNotInSecret: a MultiKueueCluster whose kubeconfig is not in
+// a Secret (Kueue's other location, a file path, is never read here).
+var ErrKubeconfigNotInSecret = errors.New("its kubeconfig is not in a Secret")
+
+// KubeconfigSecret reads, through r, the Secret in Kueue's namespace that
+// holds the kubeconfig of worker mkc, the one Kueue itself uses.
+func KubeconfigSecret(ctx context.Context, r client.Reader, namespace string, mkc *kueue.MultiKueueCluster) (*corev1.Secret, error) {
 	kc := mkc.Spec.ClusterSource.KubeConfig
 	if kc == nil || kc.LocationType != kueue.SecretLocationType {
-		return nil, fmt.Errorf("worker cluster %s: its kubeconfig is not in a Secret", cluster)
+		return nil, fmt.Errorf("worker cluster %s: %w", mkc.Name, ErrKubeconfigNotInSecret)
 	}
 	var s corev1.Secret
-	if err := w.Manager.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: kc.Location}, &s); err != nil {
-		return nil, fmt.Errorf("worker cluster %s: its kubeconfig Secret %s: %w", cluster, kc.Location, err)
+	if err := r.Get(ctx, types.NamespacedName{Namespace: namespace, Name: kc.Location}, &s); err != nil {
+		return nil, fmt.Errorf("worker cluster %s: its kubeconfig Secret %s: %w", mkc.Name, kc.Location, err)
 	}
-	return w.clientFor(cluster, &s)
+	return &s, nil
 }
 
 // clientFor returns the client built from this version of the Secret,

@@ -7,7 +7,6 @@
 package admission
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -51,17 +50,14 @@ type Check struct {
 	Worker           string
 	Manager          client.Reader
 	ManagerAPIReader client.Reader
-	// Workers is how many workloads are decided at once; 0 means
-	// DefaultWorkers.
-	Workers int
 }
 
-// DefaultWorkers is how many workloads a Check decides at once. Each
+// Concurrency is how many workloads a Check decides at once. Each
 // decision mostly waits on the API server (a read of the Job, a patch of
 // the Workload): one at a time decided 1.6 a second while 730 waited on a
 // loaded 2-core API server (hack/scale, 1,000 runs), and Kueue admits
 // nothing the check has not passed.
-const DefaultWorkers = 16
+const Concurrency = 16
 
 // runs reads the TauRuns: they are the manager's, wherever the workload is.
 func (c *Check) runs() client.Reader {
@@ -174,7 +170,7 @@ func anyPending(o client.Object) bool {
 func (c *Check) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("admission").
-		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(c.Workers, DefaultWorkers)}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: Concurrency}).
 		For(&kueue.Workload{}, builder.WithPredicates(predicate.NewPredicateFuncs(anyPending))).
 		Watches(&taugridv1.TauRun{}, handler.EnqueueRequestsFromMapFunc(c.workloadsOfRun), builder.WithPredicates(recorded{})).
 		Complete(c)

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -9,10 +10,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -115,13 +116,12 @@ func (f *Workers) Reconcile(ctx context.Context, req reconcile.Request) (reconci
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	kc := mkc.Spec.ClusterSource.KubeConfig
-	if kc == nil || kc.LocationType != kueue.SecretLocationType {
+	s, err := clusters.KubeconfigSecret(ctx, f.APIReader, f.Namespace, mkc)
+	switch {
+	case errors.Is(err, clusters.ErrKubeconfigNotInSecret):
 		f.stop(name)
 		return reconcile.Result{}, nil
-	}
-	s := &corev1.Secret{}
-	if err := f.APIReader.Get(ctx, types.NamespacedName{Namespace: f.Namespace, Name: kc.Location}, s); err != nil {
+	case err != nil:
 		// Kueue reports a missing Secret on the MultiKueueCluster; the
 		// worker's checks wait.
 		f.stop(name)
@@ -158,13 +158,16 @@ func (f *Workers) watch(parent context.Context, name string, s *corev1.Secret) e
 	if err != nil {
 		return fmt.Errorf("worker %s: kubeconfig Secret %s: %w", name, s.Name, err)
 	}
-	cl, err := cluster.New(cfg, func(o *cluster.Options) { o.Scheme = f.Scheme })
+	cl, err := cluster.New(cfg, func(o *cluster.Options) {
+		o.Scheme = f.Scheme
+		o.Cache.DefaultTransform = cache.TransformStripManagedFields() // as the manager's own cache
+	})
 	if err != nil {
 		return fmt.Errorf("worker %s: %w", name, err)
 	}
 	check := &Check{Client: cl.GetClient(), APIReader: cl.GetAPIReader(), Clock: f.Clock,
 		Worker: name, Manager: f.Manager, ManagerAPIReader: f.APIReader}
-	checks, err := controller.NewUnmanaged("admission-"+name, controller.Options{Reconciler: check, SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: DefaultWorkers})
+	checks, err := controller.NewUnmanaged("admission-"+name, controller.Options{Reconciler: check, SkipNameValidation: ptr.To(true), MaxConcurrentReconciles: Concurrency})
 	if err != nil {
 		return err
 	}

@@ -12,16 +12,11 @@ import (
 	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
-	"github.com/taugrid/taugrid/controllers/sealing"
 	"github.com/taugrid/taugrid/controllers/shared"
 	"github.com/taugrid/taugrid/evidence"
-	"github.com/taugrid/taugrid/policy"
 	"github.com/taugrid/taugrid/render"
-	"github.com/taugrid/taugrid/runs"
 	"github.com/taugrid/taugrid/test/controlplane"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -151,13 +146,8 @@ func TestOneRunsWholeLifeStaysWithinItsAPIRequestBudget(t *testing.T) {
 	// evidence sealed.
 	m := startManagerWith(t, func(mgr ctrl.Manager, c *controllers) {
 		c.admission, c.realEvents = true, true
-		r := c.run
-		r.Recorder = mgr.GetEventRecorder("tau-run")
-		r.Evidence = &evidence.Page{}
-		c.sealer = &sealing.EvidenceRecorder{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-			Logs:  runs.PodLogs{Pods: kubernetes.NewForConfigOrDie(mgr.GetConfig()).CoreV1()},
-			Files: r.Files, Policies: r.Policies.(*policy.PolicyStore), Store: st, Clock: r.Clock, Recorder: mgr.GetEventRecorder("tau-evidence"),
-			Attestations: &sealing.AttestationKeys{Client: k8s, Namespace: metav1.NamespaceDefault, Name: attestationKeySecret}}
+		c.run.Recorder = mgr.GetEventRecorder("tau-run")
+		c.sealer = newSealer(mgr, c.run, st, mgr.GetEventRecorder("tau-evidence"))
 	})
 	managerTransport = nil
 	defer m.stop()

@@ -39,6 +39,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/taugrid/taugrid/controllers/janitor"
+	runctrl "github.com/taugrid/taugrid/controllers/run"
 	"github.com/taugrid/taugrid/controllers/sealing"
 	"github.com/taugrid/taugrid/controllers/shared"
 	"github.com/taugrid/taugrid/policy"
@@ -144,13 +145,19 @@ func failPodOn(t *testing.T, w client.Client, p *corev1.Pod, code int32, msg str
 func withEvidence(st evidence.Store) func(ctrl.Manager, *controllers) {
 	return func(mgr ctrl.Manager, c *controllers) {
 		withWorkers(mgr, c)
-		r := c.run
-		cs := kubernetes.NewForConfigOrDie(mgr.GetConfig())
-		r.Evidence = &evidence.Page{}
-		c.sealer = &sealing.EvidenceRecorder{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Logs: runs.PodLogs{Pods: cs.CoreV1()},
-			Files: r.Files, Policies: r.Policies.(*policy.PolicyStore), Store: st, Clock: r.Clock, Recorder: events.NewFakeRecorder(100),
-			Clusters: r.Clusters, Attestations: &sealing.AttestationKeys{Client: k8s, Namespace: metav1.NamespaceDefault, Name: attestationKeySecret}}
+		c.sealer = newSealer(mgr, c.run, st, events.NewFakeRecorder(100))
 	}
+}
+
+// newSealer is the evidence controller of a test manager, as
+// cmd/tau-controller makes it beside run reconciler r: it seals into st
+// and records its events with rec; r links the evidence pages.
+func newSealer(mgr ctrl.Manager, r *runctrl.RunReconciler, st evidence.Store, rec events.EventRecorder) *sealing.EvidenceRecorder {
+	r.Evidence = &evidence.Page{}
+	return &sealing.EvidenceRecorder{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+		Logs:  runs.PodLogs{Pods: kubernetes.NewForConfigOrDie(mgr.GetConfig()).CoreV1()},
+		Files: r.Files, Policies: r.Policies.(*policy.PolicyStore), Store: st, Clock: r.Clock, Recorder: rec,
+		Clusters: r.Clusters, Attestations: &sealing.AttestationKeys{Client: k8s, Namespace: metav1.NamespaceDefault, Name: attestationKeySecret}}
 }
 
 // workerPodOf waits for the one pod of the run's attempt on worker w to be

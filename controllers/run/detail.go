@@ -1,6 +1,7 @@
 package run
 
 import (
+	"slices"
 	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
@@ -18,23 +19,33 @@ const DefaultDetailInterval = 2 * time.Second
 // detailOnly: what changed from base to run is only what a person reads
 // of a phase in progress: the message, the conditions' messages, why the
 // workload waits, its place in the queue and the name of Kueue's Workload
-// for it, the nodes an attempt's pods are on. A new phase, a condition that turns, a workload recorded or
-// admitted, an attempt started or ended: none is detail.
+// for it, the nodes an attempt's pods are on. A new phase, a condition
+// that turns, a workload recorded or admitted, an attempt started or
+// ended: none is detail. An unchanged status is not detail either: there
+// is nothing to hold back.
 func detailOnly(base, run *taugridv1.TauRunStatus) bool {
-	a, b := base.DeepCopy(), run.DeepCopy()
-	for _, s := range []*taugridv1.TauRunStatus{a, b} {
-		s.Message = ""
-		if s.Workload != nil {
-			s.Workload.Reason, s.Workload.Position, s.Workload.Workload = "", nil, ""
-		}
-		for i := range s.Conditions {
-			s.Conditions[i].Message = ""
-		}
-		for i := range s.Attempts {
-			s.Attempts[i].Nodes = nil
-		}
+	a, b := withoutDetail(*base), withoutDetail(*run)
+	return equality.Semantic.DeepEqual(a, b) && !equality.Semantic.DeepEqual(base, run)
+}
+
+// withoutDetail is s with its detail blanked: s is a copy, and what is
+// blanked is copied first (one level deep), so the run is not changed.
+func withoutDetail(s taugridv1.TauRunStatus) taugridv1.TauRunStatus {
+	s.Message = ""
+	if s.Workload != nil {
+		w := *s.Workload
+		w.Reason, w.Position, w.Workload = "", nil, ""
+		s.Workload = &w
 	}
-	return equality.Semantic.DeepEqual(a, b)
+	s.Conditions = slices.Clone(s.Conditions)
+	for i := range s.Conditions {
+		s.Conditions[i].Message = ""
+	}
+	s.Attempts = slices.Clone(s.Attempts)
+	for i := range s.Attempts {
+		s.Attempts[i].Nodes = nil
+	}
+	return s
 }
 
 // detailWait is how long the status change from base to run is held back:

@@ -8,6 +8,8 @@ import (
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/test/builders"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -84,5 +86,34 @@ func TestWithoutADetailIntervalEveryChangeIsWritten(t *testing.T) {
 	}
 	if got := w.run(t, "r1"); !strings.Contains(got.Status.Message, "waiting for the scheduler") {
 		t.Errorf("message %q, want the pod's wait at once", got.Status.Message)
+	}
+}
+
+// What is detail, and what is not: an unchanged status has nothing to
+// hold back, and blanking the detail of a copy leaves the run as it was.
+func TestDetailIsWhatAPersonReadsOfAPhaseInProgress(t *testing.T) {
+	base := submitted(taugridv1.PhaseQueued).Status
+	base.Message = "queued #2 of 3 in runs"
+	cases := map[string]struct {
+		change func(*taugridv1.TauRunStatus)
+		detail bool
+	}{
+		"nothing":               {change: func(*taugridv1.TauRunStatus) {}, detail: false},
+		"the message":           {change: func(s *taugridv1.TauRunStatus) { s.Message = "queued #1 of 3 in runs" }, detail: true},
+		"the queue position":    {change: func(s *taugridv1.TauRunStatus) { s.Workload.Position = ptr.To[int32](1) }, detail: true},
+		"the nodes":             {change: func(s *taugridv1.TauRunStatus) { s.Attempts[0].Nodes = []string{"gpu-1"} }, detail: true},
+		"the phase":             {change: func(s *taugridv1.TauRunStatus) { s.Phase = taugridv1.PhaseAdmitted }, detail: false},
+		"the workload admitted": {change: func(s *taugridv1.TauRunStatus) { s.Workload.Admitted = true }, detail: false},
+	}
+	for name, tc := range cases {
+		now := *base.DeepCopy()
+		tc.change(&now)
+		before := *now.DeepCopy()
+		if got := detailOnly(&base, &now); got != tc.detail {
+			t.Errorf("%s: detail %v, want %v", name, got, tc.detail)
+		}
+		if !equality.Semantic.DeepEqual(before, now) {
+			t.Errorf("%s: judging the change changed the status", name)
+		}
 	}
 }

@@ -65,6 +65,7 @@ func run(version, out string, platforms []string) error {
 		return err
 	}
 	var sums []string
+	platforms = slices.Sorted(slices.Values(platforms)) // SHA256SUMS in the archives' order: tau_<version>_<os>_<arch>
 	for _, p := range platforms {
 		goos, goarch, ok := strings.Cut(p, "/")
 		if !ok || !slices.Contains(Platforms, p) {
@@ -85,7 +86,6 @@ func run(version, out string, platforms []string) error {
 		sums = append(sums, hex.EncodeToString(sum[:])+"  "+name)
 		fmt.Printf("%s/%s: %s, tau %d bytes, archive %d bytes\n", out, name, p, len(bin), len(data))
 	}
-	slices.SortFunc(sums, func(a, b string) int { return strings.Compare(a[66:], b[66:]) })
 	if err := os.WriteFile(filepath.Join(out, "SHA256SUMS"), []byte(strings.Join(sums, "\n")+"\n"), 0o644); err != nil {
 		return err
 	}

@@ -170,7 +170,15 @@ func (f *runFixture) reconcileRun(t testing.TB, name string, phase taugridv1.Run
 // the test control plane does not run.
 func setJobStatus(t testing.TB, ns, name, what string, set func(*batchv1.JobStatus)) {
 	t.Helper()
-	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+	if err := updateJobStatus(ns, name, set); err != nil {
+		t.Fatalf("%s Job %s: %v", what, name, err)
+	}
+}
+
+// updateJobStatus sets the status of Job name as set changes it,
+// retried on conflict.
+func updateJobStatus(ns, name string, set func(*batchv1.JobStatus)) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		j := &batchv1.Job{}
 		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: name}, j); err != nil {
 			return err
@@ -178,22 +186,22 @@ func setJobStatus(t testing.TB, ns, name, what string, set func(*batchv1.JobStat
 		set(&j.Status)
 		return k8s.Status().Update(context.Background(), j)
 	})
-	if err != nil {
-		t.Fatalf("%s Job %s: %v", what, name, err)
-	}
 }
 
 // completeJob does what the Job controller would when the pod exits 0.
 func completeJob(t testing.TB, ns, name string) {
 	t.Helper()
-	setJobStatus(t, ns, name, "completing", func(st *batchv1.JobStatus) {
-		now := metav1.Now()
-		st.StartTime, st.CompletionTime, st.Succeeded = &now, &now, 1
-		st.Conditions = []batchv1.JobCondition{
-			{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now},
-			{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now},
-		}
-	})
+	setJobStatus(t, ns, name, "completing", completed)
+}
+
+// completed is a Job's status once its pod exited 0.
+func completed(st *batchv1.JobStatus) {
+	now := metav1.Now()
+	st.StartTime, st.CompletionTime, st.Succeeded = &now, &now, 1
+	st.Conditions = []batchv1.JobCondition{
+		{Type: batchv1.JobSuccessCriteriaMet, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now},
+		{Type: batchv1.JobComplete, Status: corev1.ConditionTrue, LastTransitionTime: now, LastProbeTime: now},
+	}
 }
 
 func TestPushedRunTagBecomesOneAdmittedJobThatSucceeds(t *testing.T) {

@@ -12,6 +12,9 @@ CONTROLLER_GEN := $(TOOLS)/controller-gen-$(CONTROLLER_GEN_VERSION)
 # The real cosign CLI: the evidence tests verify attestations with it, offline.
 COSIGN_VERSION := v3.1.3
 COSIGN := $(TOOLS)/cosign-$(COSIGN_VERSION)
+# A real OCI registry (distribution): the release test pushes to it.
+DISTRIBUTION_VERSION := v3.1.2
+REGISTRY_SERVER := $(TOOLS)/registry-$(DISTRIBUTION_VERSION)
 
 .DEFAULT_GOAL := help
 
@@ -33,6 +36,8 @@ IMAGE_REGISTRY  ?= ghcr.io/taugrid
 IMAGE_TAG       ?= $(shell sed -n 's/^appVersion: *//p' charts/taugrid/Chart.yaml)
 IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 IMAGE_OUT       ?= build/images
+# IMAGE_BUILD_FLAGS=--allow-dirty builds a work tree with uncommitted changes.
+IMAGE_BUILD_FLAGS ?=
 IMAGES          := tau-controller tau-nodeagent tau
 # DOCKER empty: the images are built by hack/images with no container engine
 # (OCI layouts under $(IMAGE_OUT), signed, with provenance; docs/images.md).
@@ -53,7 +58,7 @@ images: ## Build the images tau-controller, tau-nodeagent and tau for amd64 and 
 	@case "$(IMAGE_TAG)" in latest|"") echo "make images: IMAGE_TAG must be a version, not '$(IMAGE_TAG)'" >&2; exit 1;; esac
 ifeq ($(DOCKER),)
 	@$(MAKE) --no-print-directory image-deps
-	$(GO) run ./hack/images build --out $(IMAGE_OUT) --registry $(IMAGE_REGISTRY) --tag $(IMAGE_TAG) --platforms $(IMAGE_PLATFORMS)
+	$(GO) run ./hack/images build --out $(IMAGE_OUT) --registry $(IMAGE_REGISTRY) --tag $(IMAGE_TAG) --platforms $(IMAGE_PLATFORMS) $(IMAGE_BUILD_FLAGS)
 else
 	@$(DOCKER) info >/dev/null 2>&1 || { \
 		echo "make images: no container engine answers ('$(DOCKER) info' failed). Start it, or leave DOCKER unset to build without one." >&2; exit 1; }
@@ -61,6 +66,20 @@ else
 		$(DOCKER) build -f cmd/$$img/Dockerfile -t $(IMAGE_REGISTRY)/$$img:$(IMAGE_TAG) . || exit 1; \
 	done
 endif
+
+# make publish pushes to REGISTRY (host/path): each image (an index of
+# IMAGE_PLATFORMS) with its signature and provenance under cosign's tags,
+# then the chart, as an OCI artifact through Helm's registry client, its
+# values naming the images by digest, and signed. Credentials: docker's
+# config (docker login, or helm registry login). A registry on 127.0.0.1 is
+# spoken to in plain HTTP.
+REGISTRY ?=
+
+.PHONY: publish
+publish: ## Push the signed images (with SLSA provenance) and the chart to REGISTRY=host/path (docs/install.md)
+	@test -n "$(REGISTRY)" || { echo "make publish: set REGISTRY=host/path, for example REGISTRY=ghcr.io/taugrid" >&2; exit 1; }
+	@$(MAKE) --no-print-directory images IMAGE_REGISTRY=$(REGISTRY)
+	$(GO) run ./hack/images publish --out $(IMAGE_OUT) --registry $(REGISTRY) --tag $(IMAGE_TAG) --chart $(CHART)
 
 .PHONY: verify-images
 verify-images: ## Check the signatures and provenance of the images make images wrote (IMAGE_PUBLIC_KEY: the release's key)
@@ -85,8 +104,8 @@ FLEET_TESTS := Worker|Dispatch|Fleet
 TEST_FLAGS := -race -count=1 -timeout 30m
 
 .PHONY: test
-test: testbin $(COSIGN) ## Run every test (unit, integration on the real API server and Kueue, attestations with the real cosign) with -race
-	@export TAU_TESTBIN=$$(hack/testbin.sh --dir) TAU_COSIGN=$(COSIGN); \
+test: testbin $(COSIGN) $(REGISTRY_SERVER) ## Run every test (unit, integration on the real API server and Kueue, attestations and the release with the real cosign and a real registry) with -race
+	@export TAU_TESTBIN=$$(hack/testbin.sh --dir) TAU_COSIGN=$(COSIGN) TAU_REGISTRY_SERVER=$(REGISTRY_SERVER); \
 	pkgs=$$($(GO) list ./... | grep -vx -e '$(INTEGRATION)' $(foreach p,$(DEVCLUSTER),-e '$(p)')); \
 	$(GO) test $(TEST_FLAGS) -run '$(FLEET_TESTS)' $(INTEGRATION) & fleet=$$!; \
 	$(GO) test $(TEST_FLAGS) -skip '$(FLEET_TESTS)' $(INTEGRATION) & rest=$$!; \
@@ -182,3 +201,12 @@ dev-cluster: testbin ## Start a local cluster (kwok, Kueue, KubeRay) with fake H
 .PHONY: dev-cluster-down
 dev-cluster-down: ## Stop the local cluster and every process it started
 	$(GO) run ./hack/devcluster down
+
+.PHONY: registry-server
+registry-server: $(REGISTRY_SERVER) ## Build (or reuse) the real OCI registry (distribution) the release test pushes to, and print its path
+	@echo $(REGISTRY_SERVER)
+
+$(REGISTRY_SERVER):
+	@mkdir -p $(TOOLS)
+	GOBIN=$(TOOLS) $(GO) install github.com/distribution/distribution/v3/cmd/registry@$(DISTRIBUTION_VERSION)
+	@mv $(TOOLS)/registry $@

@@ -3,8 +3,9 @@
 //
 //	go run ./hack/images build  [--out build/images] [--platforms linux/amd64,linux/arm64] [--key FILE]
 //	go run ./hack/images verify [--out build/images] [--public-key FILE]
+//	go run ./hack/images publish --registry HOST/PATH [--out build/images] [--chart charts/taugrid] [--key FILE]
 //
-// `make images` and `make verify-images` run these.
+// `make images`, `make verify-images` and `make publish` run these.
 package main
 
 import (
@@ -37,15 +38,17 @@ func main() {
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("want a command: build or verify")
+		return errors.New("want a command: build, verify or publish")
 	}
 	switch args[0] {
 	case "build":
 		return build(ctx, args[1:], stdout, stderr)
 	case "verify":
 		return verify(args[1:], stdout, stderr)
+	case "publish":
+		return publish(ctx, args[1:], stdout, stderr)
 	}
-	return fmt.Errorf("unknown command %q: want build or verify", args[0])
+	return fmt.Errorf("unknown command %q: want build, verify or publish", args[0])
 }
 
 // common are the flags of both commands.
@@ -176,5 +179,53 @@ func verify(args []string, stdout, stderr io.Writer) error {
 	if len(failed) > 0 {
 		return fmt.Errorf("not verified: %s", strings.Join(failed, ", "))
 	}
+	return nil
+}
+
+func publish(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var c common
+	fs := flag.NewFlagSet("images publish", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c.register(fs)
+	chartDir := fs.String("chart", "charts/taugrid", "the chart to publish beside the images")
+	chartVersion := fs.String("chart-version", "", "the published chart's version (default: the chart's own)")
+	keyFile := fs.String("key", os.Getenv("TAU_IMAGE_SIGNING_KEY"), "the key the images were signed with, to sign the chart (default $TAU_IMAGE_SIGNING_KEY, else the development key under --out)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	specs, err := c.specs()
+	if err != nil {
+		return err
+	}
+	src, err := imagebuild.ReadSource(ctx, ".")
+	if err != nil {
+		return err
+	}
+	key, err := signingKey(*keyFile, c.out, stderr)
+	if err != nil {
+		return err
+	}
+	var pushed []imagebuild.Pushed
+	for _, s := range specs {
+		p, err := imagebuild.Push(ctx, c.out, c.registry, s.Name, c.tag)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "pushed %s (signature and provenance beside it)\n", p.Ref())
+		pushed = append(pushed, p)
+	}
+	version := *chartVersion
+	if version == "" {
+		version = strings.TrimPrefix(c.tag, "v")
+	}
+	data, err := imagebuild.PackageChart(*chartDir, version, c.tag, pushed, src)
+	if err != nil {
+		return err
+	}
+	rel, err := imagebuild.PublishChart(ctx, c.registry, data, key, src)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "pushed the chart %s --version %s (%s, %d bytes, signed)\n", rel.Ref, rel.Version, rel.Digest, rel.Bytes)
 	return nil
 }

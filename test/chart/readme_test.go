@@ -52,20 +52,21 @@ func readmeValues() map[string]any {
 }
 
 // TestTheREADMEInstallsTheChartFromThisRepoIntoItsNamespace: the command
-// names this chart and the namespace the tests install into; its values are
-// rendered and dry-run with the other value sets.
+// installs the published chart (make publish pushes this chart there) at a
+// version into the namespace the tests install into; its values are
+// rendered on this chart and dry-run with the other value sets.
 func TestTheREADMEInstallsTheChartFromThisRepoIntoItsNamespace(t *testing.T) {
 	cmd, err := readmeInstall()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"helm install taugrid charts/taugrid", "--namespace " + Namespace, "--create-namespace"} {
+	for _, want := range []string{"helm install taugrid oci://ghcr.io/taugrid/taugrid --version ", "--namespace " + Namespace, "--create-namespace"} {
 		if !strings.Contains(cmd, want) {
 			t.Errorf("README's %q lacks %q", cmd, want)
 		}
 	}
 	for f := range strings.FieldsSeq(cmd) {
-		if strings.HasPrefix(f, "--") && !map[string]bool{"--namespace": true, "--create-namespace": true, "--set": true}[f] {
+		if strings.HasPrefix(f, "--") && !map[string]bool{"--namespace": true, "--create-namespace": true, "--set": true, "--version": true}[f] {
 			t.Errorf("README's command uses %s, which this test does not apply", f)
 		}
 	}

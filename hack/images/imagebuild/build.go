@@ -62,7 +62,7 @@ func buildOne(ctx context.Context, o Options, s Spec) (*Built, error) {
 	b := &Built{Spec: s, Ref: o.Registry + "/" + s.Name + ":" + o.Tag}
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, p := range o.Platforms {
-		bin, err := compile(ctx, o.Source, s, p, o.Work)
+		bin, err := compile(ctx, o.Source, o.Tag, s, p, o.Work)
 		if err != nil {
 			return nil, err
 		}

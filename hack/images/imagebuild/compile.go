@@ -67,9 +67,13 @@ type compiled struct {
 // and a clone of the same commit differently (seen: none in a worktree), so
 // the commit is in the image's labels and provenance instead. A
 // cgo binary for another architecture is built with Debian's cross gcc.
-func compile(ctx context.Context, src Source, s Spec, p Platform, dir string) (*compiled, error) {
+// A binary that says its version (tau version) is told the image's tag,
+// the commit and the commit's time.
+func compile(ctx context.Context, src Source, tag string, s Spec, p Platform, dir string) (*compiled, error) {
 	out := filepath.Join(dir, p.OS+"-"+p.Arch, s.Name)
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags=-s -w -buildid=", "-o", out, s.Package)
+	ldflags := fmt.Sprintf("-s -w -buildid= -X main.version=%s -X main.commit=%s -X main.date=%s",
+		tag, src.Revision, src.Time.UTC().Format(time.RFC3339))
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags="+ldflags, "-o", out, s.Package)
 	cmd.Dir = src.Dir
 	cmd.Env = append(os.Environ(), "GOOS="+p.OS, "GOARCH="+p.Arch, "CGO_ENABLED=0", "GOFLAGS=")
 	if s.CGO {

@@ -60,9 +60,15 @@ func Repository(ref string) string {
 // signatureImage is b's signature as cosign stores it: one layer holding
 // the simple-signing payload, the signature in its annotation.
 func signatureImage(b *Built, key *ecdsa.PrivateKey, revision string, at time.Time) (v1.Image, error) {
+	return signatureFor(Repository(b.Ref), b.Digest, key, revision, at)
+}
+
+// signatureFor is the signature of the manifest digest in repository repo
+// (an image's index or the chart's manifest).
+func signatureFor(repo string, digest v1.Hash, key *ecdsa.PrivateKey, revision string, at time.Time) (v1.Image, error) {
 	var p SimpleSigning
-	p.Critical.Identity.DockerReference = Repository(b.Ref)
-	p.Critical.Image.DockerManifestDigest = b.Digest.String()
+	p.Critical.Identity.DockerReference = repo
+	p.Critical.Image.DockerManifestDigest = digest.String()
 	p.Critical.Type = SignatureKind
 	p.Optional = map[string]string{"revision": revision}
 	payload, err := json.Marshal(p)
@@ -88,7 +94,9 @@ func attestationImage(statement []byte, key *ecdsa.PrivateKey, at time.Time) (v1
 	if err != nil {
 		return nil, err
 	}
-	return artifact(env, DSSEType, map[string]string{PredicateAnnotation: SLSAProvenance}, at)
+	// cosign reads every layer of an attestation as a signature: the
+	// signature annotation must be there, empty (the envelope holds it).
+	return artifact(env, DSSEType, map[string]string{PredicateAnnotation: SLSAProvenance, SignatureAnnotation: ""}, at)
 }
 
 func artifact(body []byte, mt types.MediaType, annotations map[string]string, at time.Time) (v1.Image, error) {

@@ -68,7 +68,7 @@ func printQueue(w io.Writer, rep *runs.QueueReport) {
 		if rid, ok := strings.CutPrefix(r.Ref, RunRefPrefix); ok {
 			id = rid
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", pos, id, r.Queue, r.Phase, truncate(r.Message, 100))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", pos, truncate(id, 64), orDash(r.Queue), orDash(string(r.Phase)), truncate(r.Message, 100))
 	}
 	_ = tw.Flush()
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
@@ -99,7 +101,7 @@ func printRuns(w io.Writer, format string, runs []taugridv1.TauRun) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tTARGET\tCOMMIT\tPHASE\tAGE\tMESSAGE")
 	for _, r := range runs {
-		fmt.Fprintf(tw, "%s\t%s\t%.12s\t%s\t%s\t%s\n", runID(&r), r.Spec.Target, r.Spec.Commit, orDash(string(r.Status.Phase)),
+		fmt.Fprintf(tw, "%s\t%s\t%.12s\t%s\t%s\t%s\n", truncate(runID(&r), 64), orDash(truncate(r.Spec.Target, 40)), orDash(r.Spec.Commit), orDash(string(r.Status.Phase)),
 			age(r.CreationTimestamp.Time), truncate(r.Status.Message, 80))
 	}
 	return tw.Flush()
@@ -180,10 +182,21 @@ func orDash(s string) string {
 	return s
 }
 
+// truncate is s's first line as one table cell of at most n characters:
+// a tab, a carriage return or another control character in it would start
+// a new cell or move the cursor and shift the columns after it, so each
+// becomes a space; a longer line is cut at a character, not a byte, and
+// ends in "…".
 func truncate(s string, n int) string {
 	s, _, _ = strings.Cut(s, "\n")
-	if len(s) > n {
-		return s[:n-1] + "…"
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == utf8.RuneError {
+			return ' '
+		}
+		return r
+	}, s)
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
 	}
 	return s
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -168,4 +170,46 @@ func (o *followOutput) waitFor(ctx context.Context, s string) bool {
 		}
 	}
 	return true
+}
+
+// tau list's columns stay aligned whatever a run's message holds: a tab,
+// a carriage return, a second line, characters of several bytes, a
+// message longer than the column, a run not yet given a phase or a target.
+func TestListKeepsItsColumnsAlignedWhateverTheMessagesHold(t *testing.T) {
+	mk := func(name, target, phase, msg string) taugridv1.TauRun {
+		return taugridv1.TauRun{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.Now()},
+			Spec:   taugridv1.TauRunSpec{Target: target, Commit: strings.Repeat("c", 40)},
+			Status: taugridv1.TauRunStatus{Phase: taugridv1.RunPhase(phase), Message: msg}}
+	}
+	list := []taugridv1.TauRun{
+		mk("research-a", "train", "Queued", "waits for quota:\tnvidia.com/gpu 8 more needed\r\nsecond line"),
+		mk("research-bb", "", "", "création — données « prêtes » "+strings.Repeat("é", 120)),
+		mk("research-ccc-with-a-long-name", "ray-pretrain", "Running", "pod\x1b[31m running\x00"),
+	}
+	var out bytes.Buffer
+	if err := printRuns(&out, "table", list); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	if len(lines) != 1+len(list) {
+		t.Fatalf("tau list printed %d lines for %d runs:\n%s", len(lines), len(list), out.String())
+	}
+	col := func(line, word string) int { return utf8.RuneCountInString(line[:strings.Index(line, word)]) }
+	at := col(lines[0], "MESSAGE")
+	for i, want := range []string{"waits for quota:", "création", "pod"} {
+		if got := col(lines[i+1], want); got != at {
+			t.Errorf("row %d's message starts at column %d, the header's at %d:\n%s", i+1, got, at, out.String())
+		}
+		if n := utf8.RuneCountInString(lines[i+1][strings.Index(lines[i+1], want):]); n > 80 {
+			t.Errorf("row %d's message is %d characters, more than the column's 80", i+1, n)
+		}
+	}
+	for _, r := range out.String() {
+		if r != '\n' && unicode.IsControl(r) {
+			t.Errorf("tau list printed the control character %q: a terminal moves its cursor or changes colour on it", r)
+		}
+	}
+	if !utf8.ValidString(out.String()) {
+		t.Error("tau list printed invalid UTF-8 (a character cut in half)")
+	}
 }

@@ -444,3 +444,7 @@ func pct(secs float64, spans []TimelineEntry) float64 {
 	}
 	return max(4, 100*secs/total)
 }
+
+// Stylesheet is the evidence page's stylesheet, which TauGrid's other
+// pages (the team board) share.
+func Stylesheet() template.CSS { return pageCSS() }

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/taugrid/taugrid/api/runname"
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 )
 
 // maxRunName keeps a run's name short enough for everything derived from
@@ -44,4 +45,13 @@ func trimName(s string, n int) string {
 		s = s[:n]
 	}
 	return strings.TrimRight(s, "-.")
+}
+
+// ID is the name a researcher types for run r: its run ref's id (what tau
+// run printed), or else the run's name.
+func ID(r *taugridv1.TauRun) string {
+	if id, ok := strings.CutPrefix(r.Spec.Trigger.Ref, taugridv1.RunRefPrefix); ok {
+		return id
+	}
+	return r.Name
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/go-logr/logr"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/board"
 	"github.com/taugrid/taugrid/clusters"
 	"github.com/taugrid/taugrid/evidence"
 	"github.com/taugrid/taugrid/runs"
@@ -62,11 +63,18 @@ type apiToken struct {
 // NamespaceOf returns the namespace a token reads, or "" for a token that is
 // not one.
 func (t *Tokens) NamespaceOf(ctx context.Context, token string) (string, error) {
+	if token == "" {
+		return "", nil
+	}
+	return t.namespaceOfDigest(ctx, sha256.Sum256([]byte(token)))
+}
+
+// namespaceOfDigest is NamespaceOf for the token whose SHA-256 is d.
+func (t *Tokens) namespaceOfDigest(ctx context.Context, d [32]byte) (string, error) {
 	tokens, err := t.load(ctx)
-	if err != nil || token == "" {
+	if err != nil {
 		return "", err
 	}
-	d := sha256.Sum256([]byte(token))
 	ns := ""
 	for _, tk := range tokens {
 		if subtle.ConstantTimeCompare(d[:], tk.digest[:]) == 1 {
@@ -136,6 +144,11 @@ type RunsAPI struct {
 	// MaxFollows bounds the logs one token follows at once (each holds a
 	// stream from the API server); 0 means DefaultMaxFollows.
 	MaxFollows int
+	// Board, when set, serves the team board at /teams/{ns} and its
+	// sign-in at /login (board.go).
+	Board *board.Handler
+
+	sessions sessions
 
 	follows follows
 }
@@ -178,6 +191,9 @@ func (a *RunsAPI) Handler() http.Handler {
 	mux.HandleFunc("GET /api/v1/namespaces/{ns}/audit", a.tenant(a.audit))
 	mux.HandleFunc("POST /api/v1/namespaces/{ns}/nudge", a.tenant(a.nudge))
 	mux.HandleFunc("GET /api/v1/whoami", a.whoami)
+	if a.Board != nil {
+		a.boardRoutes(mux)
+	}
 	return mux
 }
 

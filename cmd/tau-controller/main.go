@@ -17,6 +17,7 @@ import (
 	"github.com/KimMachineGun/automemlimit/memlimit"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/board"
 	"github.com/taugrid/taugrid/clusters"
 	"github.com/taugrid/taugrid/controllers/admission"
 	auditctrl "github.com/taugrid/taugrid/controllers/audit"
@@ -385,7 +386,8 @@ func setupServers(mgr manager.Manager, sources *server.Sources, clientset kubern
 	}
 	if o.apiAddr != "0" {
 		api := &server.RunsAPI{Client: c, APIReader: mgr.GetAPIReader(), Logs: runs.PodLogs{Pods: clientset.CoreV1()}, Clusters: workers, Log: mgr.GetLogger().WithName("runs-api"),
-			Tokens: &server.Tokens{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Clock: clock.RealClock{}}, Nudger: nudger, Audit: audits}
+			Tokens: &server.Tokens{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Clock: clock.RealClock{}}, Nudger: nudger, Audit: audits,
+			Board: &board.Handler{Client: c, Clock: clock.RealClock{}, Log: mgr.GetLogger().WithName("board")}}
 		// Followed logs stream for as long as the pod runs: each write has
 		// its own deadline, and a token follows only so many at once.
 		servers = append(servers, httplimit.NewServer(o.apiAddr, api.Handler()))

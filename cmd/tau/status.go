@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/runs"
 	sigsyaml "sigs.k8s.io/yaml"
 )
 
@@ -155,12 +156,7 @@ func printGPUUsage(w io.Writer, r *taugridv1.TauRun) {
 
 // runID is what a researcher calls a run: its run ref's last element, or
 // the TauRun name for tags and branches.
-func runID(r *taugridv1.TauRun) string {
-	if id, ok := strings.CutPrefix(r.Spec.Trigger.Ref, RunRefPrefix); ok {
-		return id
-	}
-	return r.Name
-}
+func runID(r *taugridv1.TauRun) string { return runs.ID(r) }
 
 func age(t time.Time) string {
 	d := clk.Since(t).Round(time.Second)

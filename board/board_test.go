@@ -72,7 +72,7 @@ func newWorld(t *testing.T) *world {
 	}
 	w.queues(t)
 	w.runs(t)
-	api := &server.RunsAPI{Client: c, Tokens: &server.Tokens{Reader: c, Namespace: system, Clock: w.clk},
+	api := &server.RunsAPI{Client: c, Clock: w.clk, Tokens: &server.Tokens{Reader: c, Namespace: system, Clock: w.clk},
 		Board: &board.Handler{Client: c, Clock: w.clk}}
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
@@ -273,6 +273,11 @@ func TestATeamsSessionReadsItsOwnBoardAndNoOther(t *testing.T) {
 		if code < 400 || strings.Contains(body, "r-secret-b") {
 			t.Errorf("team B's runs as JSON with %s: %d\n%s", name, code, body)
 		}
+	}
+	// The same queue as JSON, for scripts and tau queue.
+	code, body, _ = get(t, c, w.url+"/api/v1/namespaces/team-a/queue", "Authorization", "Bearer "+tokenA)
+	if code != http.StatusOK || !strings.Contains(body, `"start": "starts in about 25 min"`) || !strings.Contains(body, `"gpus": 16`) {
+		t.Errorf("team A's queue as JSON: %d\n%s", code, body)
 	}
 	// The JSON API takes tokens, never the board's cookie: a page of
 	// another site cannot read it with the browser's session.

@@ -7,9 +7,6 @@ import (
 	"slices"
 	"time"
 
-	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
-	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -19,7 +16,7 @@ import (
 )
 
 // GPU is the resource the board counts.
-const GPU corev1.ResourceName = "nvidia.com/gpu"
+const GPU = runs.GPU
 
 // PerPage is how many runs one page of the board lists.
 const PerPage = 50
@@ -157,9 +154,9 @@ func (t *Team) row(r *taugridv1.TauRun, web string) RunRow {
 }
 
 // readQueue lists the runs that hold or wait for quota in Kueue's order,
-// each ClusterQueue's GPUs, and each waiting run's estimated start.
+// with each waiting run's estimated start, and each ClusterQueue's GPUs.
 func (t *Team) readQueue(ctx context.Context, c client.Reader, ns string, items []taugridv1.TauRun, now time.Time) error {
-	rep, err := runs.ReportQueue(ctx, c, ns)
+	rep, err := runs.ReportQueueAt(ctx, c, ns, now)
 	if err != nil {
 		return fmt.Errorf("reading the queues: %w", err)
 	}
@@ -167,53 +164,29 @@ func (t *Team) readQueue(ctx context.Context, c client.Reader, ns string, items 
 	for i := range items {
 		byName[items[i].Name] = &items[i]
 	}
-	cqOf, queues := map[string]string{}, map[string]*Queue{}
+	seen := map[string]bool{}
 	for _, q := range rep.Queues {
-		cqOf[q.LocalQueue] = q.ClusterQueue
-		if queues[q.ClusterQueue] == nil {
-			capacity, borrowable, bars := gpuQuota(ctx, c, q.ClusterQueue)
-			queues[q.ClusterQueue] = &Queue{Capacity: capacity, Borrowable: borrowable}
-			t.Quota = append(t.Quota, bars...)
+		if !seen[q.ClusterQueue] {
+			seen[q.ClusterQueue] = true
+			t.Quota = append(t.Quota, gpuQuota(ctx, c, q.ClusterQueue)...)
 		}
 	}
-	var rows []QueueRow
 	for _, qr := range rep.Runs {
 		r := byName[qr.Run]
 		if r == nil {
 			continue
 		}
-		s := slot(ctx, c, r, now)
-		row := QueueRow{Run: r.Name, ID: runs.ID(r), Queue: qr.Queue, Why: qr.Message, Phase: qr.Phase, Position: qr.Position, GPUs: s.GPUs}
-		if q := queues[cqOf[qr.Queue]]; q != nil {
-			if qr.Phase == taugridv1.PhaseQueued {
-				q.Waiting = append(q.Waiting, s)
-			} else {
-				q.Running = append(q.Running, s)
-			}
-		}
-		rows = append(rows, row)
+		t.Queue = append(t.Queue, QueueRow{Run: r.Name, ID: runs.ID(r), Queue: qr.Queue, Why: qr.Message, Phase: qr.Phase,
+			Position: qr.Position, GPUs: qr.GPUs, Start: qr.Start})
 	}
-	starts := map[string]string{}
-	for _, q := range queues {
-		for _, s := range Estimate(*q) {
-			starts[s.Run] = s.Text()
-		}
-	}
-	for i := range rows {
-		if rows[i].Phase == taugridv1.PhaseQueued {
-			rows[i].Start = cmp.Or(starts[rows[i].Run], "start time unknown: its queue is not one of the team's")
-		}
-	}
-	t.Queue = rows
 	return nil
 }
 
-// gpuQuota is ClusterQueue name's own GPUs, how many more it may borrow
-// (-1: no limit), and a bar per flavor that has GPUs.
-func gpuQuota(ctx context.Context, c client.Reader, name string) (capacity, borrowable int64, bars []QuotaBar) {
+// gpuQuota is a bar per flavor of ClusterQueue name that has GPUs.
+func gpuQuota(ctx context.Context, c client.Reader, name string) []QuotaBar {
 	var cq kueue.ClusterQueue
 	if err := c.Get(ctx, client.ObjectKey{Name: name}, &cq); err != nil {
-		return 0, 0, nil
+		return nil
 	}
 	used := map[string]kueue.ResourceUsage{}
 	for _, fu := range cq.Status.FlavorsReservation {
@@ -223,6 +196,7 @@ func gpuQuota(ctx context.Context, c client.Reader, name string) (capacity, borr
 			}
 		}
 	}
+	var bars []QuotaBar
 	for _, rg := range cq.Spec.ResourceGroups {
 		for _, f := range rg.Flavors {
 			for _, r := range f.Resources {
@@ -241,63 +215,11 @@ func gpuQuota(ctx context.Context, c client.Reader, name string) (capacity, borr
 				if r.LendingLimit != nil {
 					b.Lendable = r.LendingLimit.Value()
 				}
-				capacity += b.Nominal
-				if b.UnlimitedBorrowing || borrowable < 0 {
-					borrowable = -1
-				} else {
-					borrowable += b.BorrowingLimit
-				}
 				bars = append(bars, b)
 			}
 		}
 	}
-	return capacity, borrowable, bars
-}
-
-// slot is r as the estimate sees it: its GPUs from its Kueue Workload,
-// its time limit from its Job or RayJob, and how long it has held quota.
-func slot(ctx context.Context, c client.Reader, r *taugridv1.TauRun, now time.Time) Slot {
-	s := Slot{Run: r.Name}
-	w := r.Status.Workload
-	if w == nil {
-		return s
-	}
-	if w.Workload != "" {
-		var wl kueue.Workload
-		if err := c.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: w.Workload}, &wl); err == nil {
-			for _, ps := range wl.Spec.PodSets {
-				s.GPUs += int64(ps.Count) * gpus(ps.Template.Spec)
-			}
-		}
-	}
-	switch w.Kind {
-	case "Job":
-		var j batchv1.Job
-		if err := c.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: w.Name}, &j); err == nil && j.Spec.ActiveDeadlineSeconds != nil {
-			s.Limit = time.Duration(*j.Spec.ActiveDeadlineSeconds) * time.Second
-		}
-	case "RayJob":
-		var j rayv1.RayJob
-		if err := c.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: w.Name}, &j); err == nil && j.Spec.ActiveDeadlineSeconds != nil {
-			s.Limit = time.Duration(*j.Spec.ActiveDeadlineSeconds) * time.Second
-		}
-	}
-	if at := entered(r, taugridv1.PhaseAdmitted); !at.IsZero() && r.Status.Phase != taugridv1.PhaseQueued {
-		s.Elapsed = now.Sub(at)
-	}
-	return s
-}
-
-func gpus(spec corev1.PodSpec) int64 {
-	var n int64
-	for _, ctr := range spec.Containers {
-		if q, ok := ctr.Resources.Limits[GPU]; ok {
-			n += q.Value()
-		} else if q, ok := ctr.Resources.Requests[GPU]; ok {
-			n += q.Value()
-		}
-	}
-	return n
+	return bars
 }
 
 // Showback is GPU-hours per person per day over the last Days days.
@@ -412,15 +334,6 @@ func duration(r *taugridv1.TauRun, now time.Time) time.Duration {
 		}
 	}
 	return max(end.Sub(start), 0).Round(time.Second)
-}
-
-func entered(r *taugridv1.TauRun, p taugridv1.RunPhase) time.Time {
-	for _, t := range r.Status.Phases {
-		if t.Phase == p {
-			return t.Time.Time
-		}
-	}
-	return time.Time{}
 }
 
 func sortedKeys[V any](m map[string]V) []string {

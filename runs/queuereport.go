@@ -1,8 +1,14 @@
 package runs
 
 import (
+	"cmp"
 	"context"
 	"sort"
+	"time"
+
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -46,11 +52,23 @@ type QueuedRun struct {
 	Phase    taugridv1.RunPhase `json:"phase"`
 	Position int32              `json:"position,omitempty"`
 	Message  string             `json:"message"`
+	// GPUs is what the run's workload asks for.
+	GPUs int64 `json:"gpus,omitempty"`
+	// Start is a waiting run's estimated start (Estimate): "starts in
+	// about 25 min", or why it will not start or cannot be told.
+	Start string `json:"start,omitempty"`
 }
 
 // ReportQueue reads a namespace's queues and active runs.
 func ReportQueue(ctx context.Context, c client.Reader, ns string) (*QueueReport, error) {
+	return ReportQueueAt(ctx, c, ns, time.Now())
+}
+
+// ReportQueueAt is ReportQueue as of now: each waiting run's estimated
+// start counts from it.
+func ReportQueueAt(ctx context.Context, c client.Reader, ns string, now time.Time) (*QueueReport, error) {
 	rep := &QueueReport{SchemaVersion: 1, Namespace: ns, Queues: []QueueView{}, Runs: []QueuedRun{}}
+	queues, cqOf := map[string]*Queue{}, map[string]string{}
 	var lqs kueue.LocalQueueList
 	if err := c.List(ctx, &lqs, client.InNamespace(ns)); err != nil {
 		return nil, err
@@ -62,6 +80,10 @@ func ReportQueue(ctx context.Context, c client.Reader, ns string) (*QueueReport,
 		if err := c.Get(ctx, client.ObjectKey{Name: string(lq.Spec.ClusterQueue)}, cq); err == nil {
 			v.Cohort = string(cq.Spec.CohortName)
 			v.Quota = quotaRows(cq)
+			cqOf[lq.Name] = cq.Name
+			if queues[cq.Name] == nil {
+				queues[cq.Name] = gpuQueue(cq)
+			}
 		}
 		rep.Queues = append(rep.Queues, v)
 	}
@@ -70,6 +92,7 @@ func ReportQueue(ctx context.Context, c client.Reader, ns string) (*QueueReport,
 		return nil, err
 	}
 	SortNewestFirst(runs.Items)
+	slots := map[string]Slot{}
 	for i := len(runs.Items) - 1; i >= 0; i-- { // oldest first
 		r := runs.Items[i]
 		w := r.Status.Workload
@@ -81,6 +104,7 @@ func ReportQueue(ctx context.Context, c client.Reader, ns string) (*QueueReport,
 			qr.Position = *w.Position
 		}
 		rep.Runs = append(rep.Runs, qr)
+		slots[r.Name] = slot(ctx, c, &r, now)
 	}
 	// Holding quota first, then waiting in queue order.
 	sort.SliceStable(rep.Runs, func(i, j int) bool {
@@ -91,7 +115,115 @@ func ReportQueue(ctx context.Context, c client.Reader, ns string) (*QueueReport,
 		}
 		return wa && a.Position > 0 && (b.Position == 0 || a.Position < b.Position)
 	})
+	estimate(rep, queues, cqOf, slots)
 	return rep, nil
+}
+
+// estimate fills each run's GPUs and each waiting run's estimated start,
+// queue by queue, in the report's order.
+func estimate(rep *QueueReport, queues map[string]*Queue, cqOf map[string]string, slots map[string]Slot) {
+	for i := range rep.Runs {
+		r := &rep.Runs[i]
+		s := slots[r.Run]
+		r.GPUs = s.GPUs
+		q := queues[cqOf[r.Queue]]
+		switch {
+		case q == nil:
+		case r.Phase == taugridv1.PhaseQueued:
+			q.Waiting = append(q.Waiting, s)
+		default:
+			q.Running = append(q.Running, s)
+		}
+	}
+	starts := map[string]string{}
+	for _, q := range queues {
+		for _, s := range Estimate(*q) {
+			starts[s.Run] = s.Text()
+		}
+	}
+	for i := range rep.Runs {
+		if r := &rep.Runs[i]; r.Phase == taugridv1.PhaseQueued {
+			r.Start = cmp.Or(starts[r.Run], "start time unknown: its queue's quota is not readable")
+		}
+	}
+}
+
+// gpuQueue is ClusterQueue cq's GPUs for the estimate: its own quota, and
+// how many more it may borrow (-1: no limit).
+func gpuQueue(cq *kueue.ClusterQueue) *Queue {
+	q := &Queue{}
+	for _, rg := range cq.Spec.ResourceGroups {
+		for _, f := range rg.Flavors {
+			for _, r := range f.Resources {
+				if r.Name != GPU {
+					continue
+				}
+				q.Capacity += r.NominalQuota.Value()
+				switch {
+				case q.Borrowable < 0:
+				case r.BorrowingLimit != nil:
+					q.Borrowable += r.BorrowingLimit.Value()
+				case cq.Spec.CohortName != "":
+					q.Borrowable = -1
+				}
+			}
+		}
+	}
+	return q
+}
+
+// GPU is the resource the estimate counts.
+const GPU corev1.ResourceName = "nvidia.com/gpu"
+
+// slot is r as the estimate sees it: its GPUs from its Kueue Workload,
+// its time limit from its Job or RayJob, and how long it has held quota.
+func slot(ctx context.Context, c client.Reader, r *taugridv1.TauRun, now time.Time) Slot {
+	s := Slot{Run: r.Name}
+	w := r.Status.Workload
+	if w == nil {
+		return s
+	}
+	if w.Workload != "" {
+		var wl kueue.Workload
+		if err := c.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: w.Workload}, &wl); err == nil {
+			for _, ps := range wl.Spec.PodSets {
+				s.GPUs += int64(ps.Count) * podGPUs(ps.Template.Spec)
+			}
+		}
+	}
+	switch w.Kind {
+	case "Job":
+		var j batchv1.Job
+		if err := c.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: w.Name}, &j); err == nil && j.Spec.ActiveDeadlineSeconds != nil {
+			s.Limit = time.Duration(*j.Spec.ActiveDeadlineSeconds) * time.Second
+		}
+	case "RayJob":
+		var j rayv1.RayJob
+		if err := c.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: w.Name}, &j); err == nil && j.Spec.ActiveDeadlineSeconds != nil {
+			s.Limit = time.Duration(*j.Spec.ActiveDeadlineSeconds) * time.Second
+		}
+	}
+	if r.Status.Phase != taugridv1.PhaseQueued {
+		for _, t := range r.Status.Phases {
+			if t.Phase == taugridv1.PhaseAdmitted {
+				s.Elapsed = now.Sub(t.Time.Time)
+			}
+		}
+	}
+	return s
+}
+
+// podGPUs is what one pod of spec asks for.
+func podGPUs(spec corev1.PodSpec) int64 {
+	var n int64
+	for _, ctr := range spec.Containers {
+		if q, ok := ctr.Resources.Limits[GPU]; ok {
+			n += q.Value()
+		} else if q, ok := ctr.Resources.Requests[GPU]; ok {
+			n += q.Value()
+		}
+	}
+	return n
 }
 
 // quotaRows lists each flavor's resources of a ClusterQueue: nominal quota,

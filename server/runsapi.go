@@ -144,6 +144,9 @@ type RunsAPI struct {
 	// MaxFollows bounds the logs one token follows at once (each holds a
 	// stream from the API server); 0 means DefaultMaxFollows.
 	MaxFollows int
+	// Clock is what the queue's start estimates count from; nil: the
+	// real clock.
+	Clock clock.PassiveClock
 	// Board, when set, serves the team board at /teams/{ns} and its
 	// sign-in at /login (board.go).
 	Board *board.Handler
@@ -195,6 +198,13 @@ func (a *RunsAPI) Handler() http.Handler {
 		a.boardRoutes(mux)
 	}
 	return mux
+}
+
+func (a *RunsAPI) now() time.Time {
+	if a.Clock == nil {
+		return time.Now()
+	}
+	return a.Clock.Now()
 }
 
 // whoami names the namespace of the request's token.
@@ -268,7 +278,7 @@ func (a *RunsAPI) find(w http.ResponseWriter, r *http.Request, ns string) *taugr
 }
 
 func (a *RunsAPI) queue(w http.ResponseWriter, r *http.Request, ns string) {
-	rep, err := runs.ReportQueue(r.Context(), a.Client, ns)
+	rep, err := runs.ReportQueueAt(r.Context(), a.Client, ns, a.now())
 	if err != nil {
 		a.failed(w, r, http.StatusInternalServerError, "reading the queues failed", err)
 		return

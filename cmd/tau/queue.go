@@ -7,6 +7,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/runs"
 )
 
@@ -58,7 +59,7 @@ func printQueue(w io.Writer, rep *runs.QueueReport) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "#\tRUN\tQUEUE\tPHASE\tMESSAGE")
+	fmt.Fprintln(tw, "#\tRUN\tQUEUE\tGPUS\tPHASE\tSTART\tMESSAGE")
 	for _, r := range rep.Runs {
 		pos := "-"
 		if r.Position > 0 {
@@ -68,7 +69,15 @@ func printQueue(w io.Writer, rep *runs.QueueReport) {
 		if rid, ok := strings.CutPrefix(r.Ref, RunRefPrefix); ok {
 			id = rid
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", pos, truncate(id, 64), orDash(r.Queue), orDash(string(r.Phase)), truncate(r.Message, 100))
+		gpus := "-"
+		if r.GPUs > 0 {
+			gpus = fmt.Sprint(r.GPUs)
+		}
+		start := "holds quota"
+		if r.Phase == taugridv1.PhaseQueued {
+			start = truncate(r.Start, 80)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", pos, truncate(id, 64), orDash(r.Queue), gpus, orDash(string(r.Phase)), start, truncate(r.Message, 100))
 	}
 	_ = tw.Flush()
 }

@@ -338,7 +338,7 @@ func (k *kubeSource) Diagnose(ctx context.Context, id string) (*runs.Diagnosis, 
 }
 
 func (k *kubeSource) Queue(ctx context.Context) (*runs.QueueReport, error) {
-	rep, err := runs.ReportQueue(ctx, k.c, k.ns)
+	rep, err := runs.ReportQueueAt(ctx, k.c, k.ns, clk.Now())
 	return rep, k.wrap(err)
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -66,6 +67,9 @@ func newStatusCmd() *cobra.Command {
 				return printObject(cmd.OutOrStdout(), o.Output, run)
 			}
 			printRun(cmd.OutOrStdout(), run)
+			if run.Status.Phase == taugridv1.PhaseQueued {
+				printStart(cmd.OutOrStdout(), cmd.ErrOrStderr(), src, contextOf(cmd), run)
+			}
 			return nil
 		},
 	}
@@ -203,4 +207,26 @@ func onCluster(cluster string) string {
 		return ""
 	}
 	return ", on cluster " + cluster
+}
+
+// printStart says when a waiting run should start, estimated from the runs
+// ahead of it in its queue (tau queue shows them).
+func printStart(w, errw io.Writer, src runSource, ctx context.Context, run *taugridv1.TauRun) {
+	rep, err := src.Queue(ctx)
+	if err != nil {
+		fmt.Fprintf(errw, "tau: the queue cannot be read to estimate the start: %v\n", err)
+		return
+	}
+	for _, q := range rep.Runs {
+		if q.Run == run.Name && q.Start != "" {
+			pos, how := "", ""
+			if q.Position > 0 {
+				pos = fmt.Sprintf("#%d in queue %s: ", q.Position, q.Queue)
+			}
+			if strings.HasPrefix(q.Start, "starts") {
+				how = ", estimated from the runs ahead (tau queue lists them)"
+			}
+			fmt.Fprintf(w, "  %s%s%s\n", pos, q.Start, how)
+		}
+	}
 }

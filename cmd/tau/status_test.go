@@ -65,7 +65,8 @@ func TestStatusAndListReadRunsWithTheUsersKubeconfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("tau status: %v\n%s", err, stderr)
 	}
-	for _, want := range []string{"Run r-20261130-101010-abcdef", "ray at cccccccccccc", "phase: Queued - couldn't assign flavors", "workload: RayJob", "alice@example.com"} {
+	for _, want := range []string{"Run r-20261130-101010-abcdef", "ray at cccccccccccc", "phase: Queued - couldn't assign flavors", "workload: RayJob", "alice@example.com",
+		"start time unknown: its queue's quota is not readable"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("tau status output lacks %q:\n%s", want, out)
 		}

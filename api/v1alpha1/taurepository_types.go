@@ -31,6 +31,15 @@ type TauRepositorySpec struct {
 	// +optional
 	Verification *Verification `json:"verification,omitempty"`
 
+	// Notifications are where this repository's runs are announced: when
+	// one ends, fails, is preempted, waits too long or leaves its GPUs
+	// idle (docs/notifications.md).
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=10
+	// +optional
+	Notifications []NotificationTarget `json:"notifications,omitempty"`
+
 	// Platform names the TauPlatform whose policy applies.
 	// +kubebuilder:default=default
 	// +optional
@@ -161,6 +170,13 @@ type TauRepositoryStatus struct {
 	// +optional
 	WebhookPath string `json:"webhookPath,omitempty"`
 
+	// Notifications is each notification target's last outcome: a target
+	// whose deliveries fail says why here.
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Notifications []NotificationTargetStatus `json:"notifications,omitempty"`
+
 	// RefusedRefs are run tags, run refs and branch commits that request a
 	// run that cannot be created as asked (a bad run request, a target
 	// that is not a valid name, a TauRun the API server refused), newest
@@ -268,4 +284,89 @@ type TauRepositoryList struct {
 
 func init() {
 	register(&TauRepository{}, &TauRepositoryList{})
+}
+
+// NotificationEvent is something about a run that a notification target
+// may be told.
+// +kubebuilder:validation:Enum=ended;failed;preempted;waiting;idle
+type NotificationEvent string
+
+// The notification events.
+const (
+	NotifyEnded     NotificationEvent = "ended"     // the run succeeded, failed or was cancelled
+	NotifyFailed    NotificationEvent = "failed"    // the run failed
+	NotifyPreempted NotificationEvent = "preempted" // an attempt was preempted
+	NotifyWaiting   NotificationEvent = "waiting"   // the run has been queued longer than waitingAfter
+	NotifyIdle      NotificationEvent = "idle"      // the run's GPUs have been idle longer than idleAfter
+)
+
+// Notification formats.
+const (
+	// NotifyFormatJSON is TauGrid's own JSON payload, signed with
+	// HMAC-SHA256 in X-Tau-Signature-256.
+	NotifyFormatJSON = "json"
+	// NotifyFormatSlack is a Slack-compatible incoming webhook message.
+	NotifyFormatSlack = "slack"
+)
+
+// The keys of a notification target's Secret.
+const (
+	NotifyURLKey  = "url"
+	NotifyHMACKey = "hmacKey"
+)
+
+// NotificationTarget is one place a repository's runs are announced.
+type NotificationTarget struct {
+	// Name names the target in the repository's status and in each run's
+	// record of what was delivered.
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// Format is "json" (TauGrid's payload, signed with the Secret's
+	// hmacKey) or "slack" (an incoming webhook's message).
+	// +kubebuilder:validation:Enum=json;slack
+	// +kubebuilder:default=json
+	// +optional
+	Format string `json:"format,omitempty"`
+
+	// SecretRef names a Secret in the repository's namespace: its "url"
+	// is where deliveries go (a webhook URL is a credential: it never
+	// appears in the spec); for "json" its "hmacKey" signs them.
+	// +kubebuilder:validation:MinLength=1
+	SecretRef string `json:"secretRef"`
+
+	// Events are what the target is told.
+	// +kubebuilder:validation:MinItems=1
+	// +listType=set
+	Events []NotificationEvent `json:"events"`
+
+	// WaitingAfter is how long a run waits in its queue before "waiting"
+	// is sent. Default 30m.
+	// +optional
+	WaitingAfter *metav1.Duration `json:"waitingAfter,omitempty"`
+
+	// IdleAfter is how long a running run's GPUs sit idle before "idle" is
+	// sent. Default 30m.
+	// +optional
+	IdleAfter *metav1.Duration `json:"idleAfter,omitempty"`
+}
+
+// NotificationTargetStatus is a notification target's last outcome.
+type NotificationTargetStatus struct {
+	Name string `json:"name"`
+	// Failing is true while the target's last delivery failed for good
+	// (it was retried until it was given up).
+	// +optional
+	Failing bool `json:"failing,omitempty"`
+	// Message says what the last failure was: the HTTP status or the
+	// error, never the URL.
+	// +optional
+	Message string `json:"message,omitempty"`
+	// LastDelivered is when a delivery last succeeded.
+	// +optional
+	LastDelivered *metav1.Time `json:"lastDelivered,omitempty"`
+	// LastFailed is when a delivery was last given up.
+	// +optional
+	LastFailed *metav1.Time `json:"lastFailed,omitempty"`
 }

@@ -306,7 +306,41 @@ type TauRunStatus struct {
 	// controller restarts.
 	// +optional
 	Forge *ForgeStatus `json:"forge,omitempty"`
+
+	// Notifications record each notification of this run: written before
+	// it is sent, so none is sent twice, even across controller restarts.
+	// +listType=map
+	// +listMapKey=key
+	// +kubebuilder:validation:MaxItems=50
+	// +optional
+	Notifications []NotificationRecord `json:"notifications,omitempty"`
 }
+
+// NotificationRecord is one notification of a run to one target.
+type NotificationRecord struct {
+	// Key is "<target>/<event>", with "/<attempt>" for an attempt's
+	// preemption or idle GPUs.
+	Key string `json:"key"`
+	// State is Sending (recorded, not yet confirmed), Delivered, Retrying
+	// or Failed (given up).
+	// +kubebuilder:validation:Enum=Sending;Delivered;Retrying;Failed
+	State string `json:"state"`
+	// Tries is how many times it was sent.
+	Tries int32 `json:"tries"`
+	// Time is when State was last set.
+	Time metav1.Time `json:"time"`
+	// Message says why the last try failed.
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// Notification record states.
+const (
+	NotifySending   = "Sending"
+	NotifyDelivered = "Delivered"
+	NotifyRetrying  = "Retrying"
+	NotifyGivenUp   = "Failed"
+)
 
 // SignatureStatus is the outcome of verifying the signature on the object
 // that requested a run: the annotated tag for run refs and annotated run

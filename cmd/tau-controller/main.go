@@ -22,6 +22,7 @@ import (
 	"github.com/taugrid/taugrid/controllers/admission"
 	auditctrl "github.com/taugrid/taugrid/controllers/audit"
 	"github.com/taugrid/taugrid/controllers/forgestatus"
+	"github.com/taugrid/taugrid/controllers/notify"
 	"github.com/taugrid/taugrid/controllers/janitor"
 	platformctrl "github.com/taugrid/taugrid/controllers/platform"
 	repoctrl "github.com/taugrid/taugrid/controllers/repository"
@@ -67,6 +68,7 @@ type options struct {
 	metricsSecure                                            bool
 	runWorkers, repositoryWorkers, forgeWorkers              int
 	statusDetailInterval                                     time.Duration
+	notifyPrivate                                            bool
 	forgeRate                                                float64
 	forgeBurst                                               int
 	memoryLimitRatio                                         float64
@@ -113,6 +115,8 @@ func main() {
 	flag.IntVar(&o.runWorkers, "run-workers", runctrl.DefaultRunWorkers, "runs reconciled at once (each mostly waits on the API server)")
 	flag.DurationVar(&o.statusDetailInterval, "status-detail-interval", runctrl.DefaultDetailInterval,
 		"how long after a run's last status write a change that only adds detail to its phase (a message, a queue position) waits to be written; a new phase is written at once; 0 writes every change")
+	flag.BoolVar(&o.notifyPrivate, "notify-allow-private-networks", false,
+		"let repositories' notification targets be on private, loopback or link-local addresses (an in-house chat server); off, a target's URL cannot reach into the cluster's network")
 	flag.IntVar(&o.repositoryWorkers, "repository-workers", repoctrl.DefaultRepositoryWorkers, "repositories polled at once (each mostly waits on its git remote)")
 	flag.IntVar(&o.forgeWorkers, "forge-workers", forgestatus.DefaultForgeWorkers, "runs whose commit status is posted at once (each mostly waits on the forge)")
 	flag.Float64Var(&o.forgeRate, "forge-rate", float64(forge.DefaultRate), "commit status posts a second per forge credential (API URL and token), which every repository using it shares; the default stays under GitHub's 5,000 requests an hour")
@@ -290,6 +294,7 @@ func setupControllers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 		ev,
 		&forgestatus.ForgeReconciler{Client: c, APIReader: mgr.GetAPIReader(), Clock: clk, Recorder: mgr.GetEventRecorder("tau-forge"), Posters: posters, Workers: o.forgeWorkers},
 		&forgestatus.RefusalReporter{Client: c, Posters: posters, Recorder: mgr.GetEventRecorder("tau-forge")},
+		&notify.Reconciler{Client: c, APIReader: mgr.GetAPIReader(), Clock: clk, Sender: &notify.Sender{AllowPrivate: o.notifyPrivate}},
 	}
 	if o.multiKueueNamespace != "" {
 		// The workers' queues carry the check too: it is decided there

@@ -411,8 +411,32 @@ func (d *demo) runWithCLI(ctx context.Context) error {
 		return err
 	}
 	d.say("tau list")
-	_, err = d.tauCmd(ctx, "list")
-	return err
+	if _, err = d.tauCmd(ctx, "list"); err != nil {
+		return err
+	}
+	return d.board(ctx)
+}
+
+// board reads the team board as a browser signed in with the team's token
+// would, and says where it is.
+func (d *demo) board(ctx context.Context) error {
+	u := d.apiURL + "/teams/team-a"
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+demoToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("the team board: %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "Succeeded: ") {
+		return fmt.Errorf("the team board %s answered %s:\n%.400s", u, resp.Status, body)
+	}
+	d.say("the team board: %s (sign in at %s/login with the team's token %s)", u, d.apiURL, demoToken)
+	return nil
 }
 
 // usage says how to use the cluster the demo leaves with --keep.
@@ -421,6 +445,7 @@ func (d *demo) usage() {
 	fmt.Printf("    export TAU_API_URL=%s TAU_TOKEN=%s\n    cd %s && %s list -n team-a; %s run --wait -n team-a\n",
 		d.apiURL, demoToken, d.research, d.tau, d.tau)
 	fmt.Printf("    export KUBECONFIG=%s\n    kubectl get tau -A; kubectl get jobs,workloads -n team-a\n", d.kubecfg)
+	fmt.Printf("    the team board: %s/teams/team-a (sign in with the token above)\n", d.apiURL)
 }
 
 // tauCmd runs the tau binary in the research working copy, as team-a,

@@ -31,6 +31,8 @@ const (
 	system = "taugrid-system"
 	tokenA = "token-of-team-a-0123456789"
 	tokenB = "token-of-team-b-9876543210"
+	// tokenP is the platform team's: it reads every team's board.
+	tokenP = "token-of-the-platform-team-5555"
 )
 
 // world is a real API server holding two teams' runs, queues and tokens,
@@ -66,8 +68,12 @@ func newWorld(t *testing.T) *world {
 	for _, ns := range []string{system, "team-a", "team-b"} {
 		w.create(t, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}})
 	}
-	for ns, tok := range map[string]string{"team-a": tokenA, "team-b": tokenB} {
-		w.create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: ns + "-api", Namespace: system, Labels: map[string]string{taugridv1.LabelAPIToken: "true"}},
+	for ns, tok := range map[string]string{"team-a": tokenA, "team-b": tokenB, taugridv1.APIPlatformAdmin: tokenP} {
+		name := ns + "-api"
+		if ns == taugridv1.APIPlatformAdmin {
+			name = "platform-api"
+		}
+		w.create(t, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: system, Labels: map[string]string{taugridv1.LabelAPIToken: "true"}},
 			Data: map[string][]byte{taugridv1.APITokenKey: []byte(tok), taugridv1.APINamespaceKey: []byte(ns)}})
 	}
 	w.queues(t)
@@ -365,6 +371,77 @@ func TestTheBoardShowsTheQueueQuotaAndGPUHoursInABrowser(t *testing.T) {
 		t.Errorf("the runs filtered to bob:\n%s", rows)
 	}
 	browser.Screenshot(t, bin, proxy.URL+"/teams/team-a", "board.png")
+}
+
+// The platform team's token reads /platform (every team's line, the
+// quota, the GPU-hours by team, the idle GPUs) and any team's board; a
+// team's session or token reads no /platform, and a malformed namespace
+// gets a 400, not a list.
+func TestThePlatformTeamReadsEveryTeamAndATeamDoesNot(t *testing.T) {
+	bin := browser.Chromium(t)
+	w := newWorld(t)
+	c := w.browser(t)
+	resp := w.login(t, c, tokenP, w.url)
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/platform" {
+		t.Fatalf("the platform team signing in: %d to %q, want /platform", resp.StatusCode, resp.Header.Get("Location"))
+	}
+	for name, h := range map[string][]string{"team A's token": {"Authorization", "Bearer " + tokenA}, "team B's token": {"Authorization", "Bearer " + tokenB}} {
+		code, body, _ := get(t, c, w.url+"/platform", h...)
+		if code != http.StatusForbidden || strings.Contains(body, "team-b") && name == "team A's token" || strings.Contains(body, "r-secret-b") {
+			t.Errorf("/platform with %s: %d\n%s", name, code, body)
+		}
+	}
+	if code, _, h := get(t, w.browser(t), w.url+"/platform"); code != http.StatusSeeOther || h.Get("Location") != "/login" {
+		t.Errorf("/platform without a sign-in: %d to %q", code, h.Get("Location"))
+	}
+	admin := []string{"Authorization", "Bearer " + tokenP}
+	if code, body, _ := get(t, c, w.url+"/teams/team-b", admin...); code != http.StatusOK || !strings.Contains(body, "r-secret-b") {
+		t.Errorf("team B's board for the platform team: %d\n%.300s", code, body)
+	}
+	if code, body, _ := get(t, c, w.url+"/api/v1/namespaces/team-b/runs", admin...); code != http.StatusOK || !strings.Contains(body, "r-secret-b") {
+		t.Errorf("team B's runs as JSON for the platform team: %d\n%.300s", code, body)
+	}
+	if code, _, _ := get(t, c, w.url+"/api/v1/namespaces/Team_B/runs", admin...); code != http.StatusBadRequest {
+		t.Errorf("a malformed namespace for the platform team: %d, want 400", code)
+	}
+
+	target, _ := url.Parse(w.url)
+	proxy := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		r.Header.Set("Authorization", "Bearer "+tokenP)
+		r.URL.Scheme, r.URL.Host, r.Host, r.RequestURI = target.Scheme, target.Host, target.Host, ""
+		resp, err := http.DefaultTransport.RoundTrip(r)
+		if err != nil {
+			http.Error(rw, err.Error(), http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		for k, v := range resp.Header {
+			rw.Header()[k] = v
+		}
+		rw.WriteHeader(resp.StatusCode)
+		_, _ = io.Copy(rw, resp.Body)
+	}))
+	t.Cleanup(proxy.Close)
+	dom, console := browser.Browse(t, bin, "--dump-dom", proxy.URL+"/platform")
+	page := string(dom)
+	if len(console) > 0 {
+		t.Errorf("the platform board wrote to the console: %q", console)
+	}
+	// Team A: r-pending and three queued runs wait, r-running-a and
+	// r-admitted-b hold quota (4 GPUs read, all idle), three ended, one
+	// failed; 26.3 GPU-hours this week. Team B: one running run.
+	teamA := between(page, `<a href="/teams/team-a">`, "</tr>")
+	for _, want := range []string{`<td class="num">4</td><td class="num">2</td><td class="num">4</td>`, `<td class="num">4</td><td class="num">3</td><td class="num">1</td><td class="num">27.3</td>`} {
+		if !strings.Contains(teamA, want) {
+			t.Errorf("team A's line lacks %s:\n%s", want, teamA)
+		}
+	}
+	for _, want := range []string{`href="/teams/team-b"`, "8 of 8 GPUs in use", "GPU-hours by team", "https://tau.example/runs/team-a/r-running-a"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the platform board lacks %q", want)
+		}
+	}
+	browser.Screenshot(t, bin, proxy.URL+"/platform", "platform.png")
 }
 
 func between(s, from, to string) string {

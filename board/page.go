@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -47,11 +48,12 @@ var pages = template.Must(template.New("board").Funcs(template.FuncMap{
 
 // page is what a template renders.
 type page struct {
-	Title   string
-	Refresh int
-	Error   string
-	Session bool // signed in with a cookie: the page offers to sign out
-	Team    *Team
+	Title    string
+	Refresh  int
+	Error    string
+	Session  bool // signed in with a cookie: the page offers to sign out
+	Team     *Team
+	Platform *Platform
 }
 
 // Handler serves the team board. Auth says which team's namespace a
@@ -66,6 +68,10 @@ type Handler struct {
 // ServeTeam renders namespace ns's board for a request already allowed to
 // read it; session says the request came with a sign-in cookie.
 func (h *Handler) ServeTeam(w http.ResponseWriter, r *http.Request, ns string, session bool) {
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		Message(w, http.StatusNotFound, "No team has that name.")
+		return
+	}
 	q := r.URL.Query()
 	f := Filter{Phase: q.Get("phase"), Repository: q.Get("repo"), Person: q.Get("person")}
 	f.Page, _ = strconv.Atoi(q.Get("page"))

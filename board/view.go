@@ -79,9 +79,9 @@ type QuotaBar struct {
 
 // IdleRow is a run whose allocated GPUs sit under the idle threshold now.
 type IdleRow struct {
-	Run, ID, EvidenceURL string
-	GPUs                 int32
-	Since                time.Time
+	Namespace, Run, ID, EvidenceURL string
+	GPUs                            int32
+	Since                           time.Time
 }
 
 // Read reads namespace ns's board through c (the controller's cache).
@@ -101,7 +101,7 @@ func Read(ctx context.Context, c client.Reader, ns string, f Filter, now time.Ti
 	runs.SortNewestFirst(list.Items)
 	t := &Team{Namespace: ns, Now: now, Filter: f}
 	t.listRuns(list.Items, web)
-	t.Usage = showback(list.Items, now)
+	t.Usage = showback(list.Items, now, requester)
 	t.Idle = idle(list.Items)
 	if err := t.readQueue(ctx, c, ns, list.Items, now); err != nil {
 		return nil, err
@@ -188,6 +188,12 @@ func gpuQuota(ctx context.Context, c client.Reader, name string) []QuotaBar {
 	if err := c.Get(ctx, client.ObjectKey{Name: name}, &cq); err != nil {
 		return nil
 	}
+	return gpuBars(&cq)
+}
+
+// gpuBars is a bar per flavor of cq that has GPUs.
+func gpuBars(cq *kueue.ClusterQueue) []QuotaBar {
+	name := cq.Name
 	used := map[string]kueue.ResourceUsage{}
 	for _, fu := range cq.Status.FlavorsReservation {
 		for _, ru := range fu.Resources {
@@ -241,8 +247,9 @@ type PersonUsage struct {
 const Days = 7
 
 // showback adds up each attempt's GPUs times the time it held them, split
-// at midnight UTC; an attempt whose GPUs were never read adds nothing.
-func showback(items []taugridv1.TauRun, now time.Time) Showback {
+// at midnight UTC, by whom (a person, a team) key says the run is;
+// an attempt whose GPUs were never read adds nothing.
+func showback(items []taugridv1.TauRun, now time.Time, key func(*taugridv1.TauRun) string) Showback {
 	today := now.UTC().Truncate(24 * time.Hour)
 	s := Showback{Totals: make([]float64, Days)}
 	for d := Days - 1; d >= 0; d-- {
@@ -263,10 +270,10 @@ func showback(items []taugridv1.TauRun, now time.Time) Showback {
 			if end.Before(from) {
 				continue
 			}
-			hours := byPerson[requester(r)]
+			hours := byPerson[key(r)]
 			if hours == nil {
 				hours = make([]float64, Days)
-				byPerson[requester(r)] = hours
+				byPerson[key(r)] = hours
 			}
 			for d, day := range s.Days {
 				lo, hi := later(start, day), earlier(end, day.Add(24*time.Hour))
@@ -299,7 +306,7 @@ func idle(items []taugridv1.TauRun) []IdleRow {
 		if r.Status.Phase != taugridv1.PhaseRunning || a == nil || a.GPUUsage == nil || !a.GPUUsage.Idle {
 			continue
 		}
-		row := IdleRow{Run: r.Name, ID: runs.ID(r), EvidenceURL: r.Status.EvidenceURL, GPUs: a.GPUUsage.GPUs}
+		row := IdleRow{Namespace: r.Namespace, Run: r.Name, ID: runs.ID(r), EvidenceURL: r.Status.EvidenceURL, GPUs: a.GPUUsage.GPUs}
 		if a.GPUUsage.IdleSince != nil {
 			row.Since = a.GPUUsage.IdleSince.Time
 		}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/board"
 )
 
@@ -88,6 +89,7 @@ func (a *RunsAPI) boardRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /login", a.login)
 	mux.HandleFunc("POST /logout", a.logout)
 	mux.HandleFunc("GET /teams/{ns}", a.teamBoard)
+	mux.HandleFunc("GET /platform", a.platformBoard)
 }
 
 // boardNamespace is the namespace the request may read on the board: its
@@ -121,7 +123,32 @@ func (a *RunsAPI) boardHome(w http.ResponseWriter, r *http.Request) {
 	case ns == "":
 		http.Redirect(w, r, "/login", http.StatusSeeOther)
 	default:
-		http.Redirect(w, r, "/teams/"+url.PathEscape(ns), http.StatusSeeOther)
+		http.Redirect(w, r, home(ns), http.StatusSeeOther)
+	}
+}
+
+// home is where a sign-in of namespace ns lands: its team's board, or the
+// platform's for the platform team's token.
+func home(ns string) string {
+	if ns == taugridv1.APIPlatformAdmin {
+		return "/platform"
+	}
+	return "/teams/" + url.PathEscape(ns)
+}
+
+// platformBoard serves every team's summary to the platform team's token.
+func (a *RunsAPI) platformBoard(w http.ResponseWriter, r *http.Request) {
+	ns, session, err := a.boardNamespace(r.Context(), r)
+	switch {
+	case err != nil:
+		a.Log.Error(err, "checking a board session")
+		board.Message(w, http.StatusServiceUnavailable, "The board cannot check sign-ins now; try again in a moment.")
+	case ns == "" && bearer(r) == "":
+		http.Redirect(w, r, "/login", http.StatusSeeOther)
+	case ns != taugridv1.APIPlatformAdmin:
+		board.Message(w, http.StatusForbidden, "The platform board is for the platform team's token; your team's board is at "+home(ns)+".")
+	default:
+		a.Board.ServePlatform(w, r, session)
 	}
 }
 
@@ -135,11 +162,11 @@ func (a *RunsAPI) teamBoard(w http.ResponseWriter, r *http.Request) {
 		board.Message(w, http.StatusUnauthorized, "That token is not a team's API token.")
 	case ns == "":
 		http.Redirect(w, r, "/login", http.StatusSeeOther)
-	case ns != r.PathValue("ns"):
+	case ns != r.PathValue("ns") && ns != taugridv1.APIPlatformAdmin:
 		// Say nothing of the other namespace, not even whether it exists.
 		board.Message(w, http.StatusForbidden, "You are signed in for another team: this board is not yours to read.")
 	default:
-		a.Board.ServeTeam(w, r, ns, session)
+		a.Board.ServeTeam(w, r, r.PathValue("ns"), session)
 	}
 }
 
@@ -164,7 +191,7 @@ func (a *RunsAPI) login(w http.ResponseWriter, r *http.Request) {
 	id := a.sessions.open(sha256.Sum256([]byte(token)), a.Tokens.Clock.Now())
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: id, Path: "/", MaxAge: int(sessionTTL.Seconds()),
 		HttpOnly: true, Secure: true, SameSite: http.SameSiteStrictMode})
-	http.Redirect(w, r, "/teams/"+url.PathEscape(ns), http.StatusSeeOther)
+	http.Redirect(w, r, home(ns), http.StatusSeeOther)
 }
 
 func (a *RunsAPI) logout(w http.ResponseWriter, r *http.Request) {

@@ -36,11 +36,15 @@ const AnnotationSignature = "taugrid.dev/signature"
 
 // Tenant API tokens are Secrets in the controller's namespace with
 // LabelAPIToken "true"; each holds a token (APITokenKey) and the namespace
-// it reads (APINamespaceKey).
+// it reads (APINamespaceKey). A token whose namespace is APIPlatformAdmin
+// is the platform team's: it reads every team's runs and the /platform
+// board. Only whoever may write Secrets in the controller's namespace
+// makes one.
 const (
-	LabelAPIToken   = "taugrid.dev/api-token"
-	APITokenKey     = "token"
-	APINamespaceKey = "namespace"
+	LabelAPIToken    = "taugrid.dev/api-token"
+	APITokenKey      = "token"
+	APINamespaceKey  = "namespace"
+	APIPlatformAdmin = "*"
 )
 
 // RunRefPrefix is where `tau run` pushes run requests.

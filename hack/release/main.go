@@ -1,19 +1,30 @@
 // Command release writes the tau CLI's release into a directory: for each
 // platform an archive (.tar.gz; .zip for Windows) holding tau and the
-// licence, SHA256SUMS over the archives, and the installers install.sh
-// (Linux, macOS) and install.ps1 (Windows). The archives are reproducible:
-// the binaries are built with -trimpath and no build ID, and every file in
-// an archive carries the commit's time, owner 0 and a fixed mode, so two
-// builds of one commit give the same bytes.
+// licence and an SPDX SBOM of the archive (tau_<version>_<os>_<arch>.spdx.json:
+// the Go modules linked into tau); SHA256SUMS over the archives and SBOMs;
+// its signature SHA256SUMS.sig and the public key cosign.pub, which cosign
+// verify-blob checks offline; and the installers install.sh (Linux, macOS)
+// and install.ps1 (Windows). The archives and SBOMs are reproducible: the
+// binaries are built with -trimpath and no build ID, every file in an
+// archive carries the commit's time, owner 0 and a fixed mode, and the SBOM
+// is dated by the commit, so two builds of one commit give the same bytes
+// and the same SHA256SUMS (the signature differs: ECDSA signs with a
+// random nonce).
 //
-//	go run ./hack/release -version v1.2.3 -out dist
+//	go run ./hack/release -version v1.2.3 -out dist [-key release.key]
+//
+// The key is -key, else $TAU_RELEASE_SIGNING_KEY, else
+// $TAU_IMAGE_SIGNING_KEY (the release signs the CLI with the images' key),
+// else a development key made at build/release/development-signing.key.
 package main
 
 import (
 	"archive/tar"
 	"archive/zip"
 	"bytes"
+	"cmp"
 	"compress/gzip"
+	"crypto/ecdsa"
 	"crypto/sha256"
 	"encoding/hex"
 	"flag"
@@ -30,32 +41,41 @@ import (
 // Platforms are the CLI's release platforms, GOOS/GOARCH.
 var Platforms = []string{"linux/amd64", "linux/arm64", "darwin/amd64", "darwin/arm64", "windows/amd64", "windows/arm64"}
 
+// DevelopmentKey is where a release without a key makes (and then reuses)
+// its development signing key: under /build/, which git ignores.
+const DevelopmentKey = "build/release/development-signing.key"
+
 func main() {
 	version := flag.String("version", "", "the release's version, as tau version prints it (v1.2.3)")
 	out := flag.String("out", "dist", "directory to write the release into")
 	platforms := flag.String("platforms", strings.Join(Platforms, ","), "comma-separated GOOS/GOARCH pairs")
+	keyFile := flag.String("key", cmp.Or(os.Getenv("TAU_RELEASE_SIGNING_KEY"), os.Getenv("TAU_IMAGE_SIGNING_KEY")),
+		"ECDSA P-256 key (PEM) that signs SHA256SUMS; default $TAU_RELEASE_SIGNING_KEY, else $TAU_IMAGE_SIGNING_KEY, else a development key at "+DevelopmentKey)
 	flag.Parse()
-	if err := run(*version, *out, strings.Split(*platforms, ",")); err != nil {
+	key, err := signingKey(*keyFile, DevelopmentKey, os.Stderr)
+	if err == nil {
+		err = run(*version, *out, strings.Split(*platforms, ","), key)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "release:", err)
 		os.Exit(1)
 	}
 }
 
-func run(version, out string, platforms []string) error {
+// commit is the commit being released and its time, which every file
+// time and the SBOMs' creation time are.
+type commit struct {
+	rev, date string // date: RFC 3339, as tau version prints it
+	time      time.Time
+}
+
+func run(version, out string, platforms []string, key *ecdsa.PrivateKey) error {
 	if version == "" {
 		return fmt.Errorf("-version is required")
 	}
-	commit, err := git("rev-parse", "HEAD")
+	c, err := readCommit()
 	if err != nil {
 		return err
-	}
-	when, err := git("log", "-1", "--format=%cI")
-	if err != nil {
-		return err
-	}
-	mtime, err := time.Parse(time.RFC3339, when)
-	if err != nil {
-		return fmt.Errorf("the commit's date %q: %w", when, err)
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
@@ -67,26 +87,16 @@ func run(version, out string, platforms []string) error {
 	var sums []string
 	platforms = slices.Sorted(slices.Values(platforms)) // SHA256SUMS in the archives' order: tau_<version>_<os>_<arch>
 	for _, p := range platforms {
-		goos, goarch, ok := strings.Cut(p, "/")
-		if !ok || !slices.Contains(Platforms, p) {
-			return fmt.Errorf("platform %q: want one of %s", p, strings.Join(Platforms, ", "))
-		}
-		bin, err := build(version, commit, when, goos, goarch)
+		lines, err := releasePlatform(version, out, p, c, license)
 		if err != nil {
 			return err
 		}
-		name, data, err := archive(version, goos, goarch, bin, license, mtime.UTC())
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(filepath.Join(out, name), data, 0o644); err != nil {
-			return err
-		}
-		sum := sha256.Sum256(data)
-		sums = append(sums, hex.EncodeToString(sum[:])+"  "+name)
-		fmt.Printf("%s/%s: %s, tau %d bytes, archive %d bytes\n", out, name, p, len(bin), len(data))
+		sums = append(sums, lines...)
 	}
 	if err := os.WriteFile(filepath.Join(out, "SHA256SUMS"), []byte(strings.Join(sums, "\n")+"\n"), 0o644); err != nil {
+		return err
+	}
+	if err := sign(out, key); err != nil {
 		return err
 	}
 	for _, f := range []string{"install.sh", "install.ps1"} {
@@ -99,6 +109,56 @@ func run(version, out string, platforms []string) error {
 		}
 	}
 	return nil
+}
+
+func readCommit() (commit, error) {
+	rev, err := git("rev-parse", "HEAD")
+	if err != nil {
+		return commit{}, err
+	}
+	date, err := git("log", "-1", "--format=%cI")
+	if err != nil {
+		return commit{}, err
+	}
+	t, err := time.Parse(time.RFC3339, date)
+	if err != nil {
+		return commit{}, fmt.Errorf("the commit's date %q: %w", date, err)
+	}
+	return commit{rev: rev, date: date, time: t.UTC()}, nil
+}
+
+// releasePlatform builds tau for p and writes its archive and the
+// archive's SBOM into out; it returns their SHA256SUMS lines.
+func releasePlatform(version, out, p string, c commit, license []byte) ([]string, error) {
+	goos, goarch, ok := strings.Cut(p, "/")
+	if !ok || !slices.Contains(Platforms, p) {
+		return nil, fmt.Errorf("platform %q: want one of %s", p, strings.Join(Platforms, ", "))
+	}
+	bin, err := build(version, c.rev, c.date, goos, goarch)
+	if err != nil {
+		return nil, err
+	}
+	name, data, err := archive(version, goos, goarch, bin, license, c.time)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(out, name), data, 0o644); err != nil {
+		return nil, err
+	}
+	sbomName, doc, err := archiveSBOM(version, name, data, bin, c.time)
+	if err != nil {
+		return nil, fmt.Errorf("the SBOM of %s: %w", name, err)
+	}
+	if err := os.WriteFile(filepath.Join(out, sbomName), doc, 0o644); err != nil {
+		return nil, err
+	}
+	fmt.Printf("%s/%s: %s, tau %d bytes, archive %d bytes, SBOM %d bytes\n", out, name, p, len(bin), len(data), len(doc))
+	return []string{sumLine(name, data), sumLine(sbomName, doc)}, nil
+}
+
+func sumLine(name string, data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]) + "  " + name
 }
 
 func git(args ...string) (string, error) {

@@ -10,6 +10,10 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	spdxjson "github.com/spdx/tools-golang/json"
+
+	"github.com/taugrid/taugrid/hack/images/imagebuild"
 )
 
 const testVersion = "v0.0.0-test"
@@ -19,7 +23,11 @@ const testVersion = "v0.0.0-test"
 func release(t *testing.T) string {
 	t.Helper()
 	out := t.TempDir()
-	if err := run(testVersion, out, []string{runtime.GOOS + "/" + runtime.GOARCH, "windows/amd64"}); err != nil {
+	key, err := imagebuild.DevelopmentKey(filepath.Join(t.TempDir(), "release.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run(testVersion, out, []string{runtime.GOOS + "/" + runtime.GOARCH, "windows/amd64"}, key); err != nil {
 		t.Fatal(err)
 	}
 	return out
@@ -101,5 +109,69 @@ func TestAReleaseIsReproducibleAndInstallShChecksWhatItInstalls(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "tau")); !os.IsNotExist(err) {
 		t.Errorf("a corrupted archive left %s/tau: %v", dir, err)
+	}
+}
+
+// The real cosign verifies SHA256SUMS's signature offline with the
+// release's cosign.pub and refuses a SHA256SUMS changed by one byte; each
+// archive's SBOM is SPDX that spdx/tools-golang reads back, naming the
+// archive's digest from SHA256SUMS and the modules linked into tau.
+func TestCosignVerifiesTheChecksumsAndEachArchiveHasAnSBOM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the real cosign CLI; run without -short (make test builds it)")
+	}
+	cosign := os.Getenv("TAU_COSIGN")
+	if cosign == "" {
+		t.Fatal("TAU_COSIGN is not set: run make test, or make cosign and set TAU_COSIGN to the path it prints")
+	}
+	t.Chdir("../..")
+	dist := release(t)
+	verify := func() (string, error) {
+		out, err := exec.Command(cosign, "verify-blob", "--key", filepath.Join(dist, "cosign.pub"),
+			"--signature", filepath.Join(dist, "SHA256SUMS.sig"), "--insecure-ignore-tlog=true", filepath.Join(dist, "SHA256SUMS")).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := verify(); err != nil || !strings.Contains(out, "Verified OK") {
+		t.Fatalf("cosign verify-blob of SHA256SUMS: %v\n%s", err, out)
+	}
+	sums, err := os.ReadFile(filepath.Join(dist, "SHA256SUMS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "tau_" + testVersion + "_windows_amd64"
+	f, err := os.Open(filepath.Join(dist, name+".spdx.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	doc, err := spdxjson.Read(f)
+	if err != nil {
+		t.Fatalf("the SBOM is not SPDX JSON: %v", err)
+	}
+	var names []string
+	var archiveSum string
+	for _, p := range doc.Packages {
+		names = append(names, p.PackageName)
+		if p.PackageFileName == name+".zip" {
+			for _, c := range p.PackageChecksums {
+				archiveSum = c.Value
+			}
+		}
+	}
+	all := strings.Join(names, " ")
+	for _, want := range []string{"github.com/spf13/cobra", "github.com/go-git/go-git/v5", "stdlib"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("the SBOM names no %s: %s", want, all)
+		}
+	}
+	if archiveSum == "" || !strings.Contains(string(sums), archiveSum+"  "+name+".zip\n") {
+		t.Errorf("the SBOM's digest of %s.zip (%q) is not SHA256SUMS's:\n%s", name, archiveSum, sums)
+	}
+	sums[0] ^= 0x01
+	if err := os.WriteFile(filepath.Join(dist, "SHA256SUMS"), sums, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := verify(); err == nil {
+		t.Errorf("cosign verified a changed SHA256SUMS:\n%s", out)
 	}
 }

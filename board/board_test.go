@@ -238,13 +238,17 @@ func TestATeamsSessionReadsItsOwnBoardAndNoOther(t *testing.T) {
 		t.Fatalf("the board without a sign-in: %d to %q, want a redirect to /login", code, h.Get("Location"))
 	}
 	resp := w.login(t, c, "not-a-token", w.url)
+	defer resp.Body.Close()
 	if body, _ := io.ReadAll(resp.Body); resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(body), "not a team&#39;s API token") {
 		t.Errorf("a wrong token: %d %s", resp.StatusCode, body)
 	}
-	if resp := w.login(t, c, tokenA, "https://evil.example"); resp.StatusCode != http.StatusForbidden {
-		t.Errorf("a sign-in posted from another site: %d, want 403", resp.StatusCode)
+	evil := w.login(t, c, tokenA, "https://evil.example")
+	defer evil.Body.Close()
+	if evil.StatusCode != http.StatusForbidden {
+		t.Errorf("a sign-in posted from another site: %d, want 403", evil.StatusCode)
 	}
 	resp = w.login(t, c, tokenA, w.url)
+	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/teams/team-a" {
 		t.Fatalf("signing in: %d to %q", resp.StatusCode, resp.Header.Get("Location"))
 	}
@@ -382,6 +386,7 @@ func TestThePlatformTeamReadsEveryTeamAndATeamDoesNot(t *testing.T) {
 	w := newWorld(t)
 	c := w.browser(t)
 	resp := w.login(t, c, tokenP, w.url)
+	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/platform" {
 		t.Fatalf("the platform team signing in: %d to %q, want /platform", resp.StatusCode, resp.Header.Get("Location"))
 	}

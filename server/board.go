@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
@@ -99,8 +100,8 @@ func (a *RunsAPI) boardNamespace(ctx context.Context, r *http.Request) (ns strin
 		ns, err = a.Tokens.NamespaceOf(ctx, token)
 		return ns, false, err
 	}
-	c, err := r.Cookie(sessionCookie)
-	if err != nil {
+	c, cerr := r.Cookie(sessionCookie)
+	if errors.Is(cerr, http.ErrNoCookie) { // not signed in
 		return "", false, nil
 	}
 	s, ok := a.sessions.get(c.Value, a.Tokens.Clock.Now())

@@ -159,12 +159,12 @@ func (r *Reconciler) send(ctx context.Context, run *taugridv1.TauRun, repo *taug
 	}
 	url := string(s.Data[taugridv1.NotifyURLKey])
 	if url == "" {
-		return permanent(fmt.Errorf("Secret %s has no %q", d.target.SecretRef, taugridv1.NotifyURLKey))
+		return permanent(fmt.Errorf("the Secret %s has no %q", d.target.SecretRef, taugridv1.NotifyURLKey))
 	}
 	key := s.Data[taugridv1.NotifyHMACKey]
 	format := cmp.Or(d.target.Format, taugridv1.NotifyFormatJSON)
 	if format == taugridv1.NotifyFormatJSON && len(key) == 0 {
-		return permanent(fmt.Errorf("Secret %s has no %q to sign deliveries with", d.target.SecretRef, taugridv1.NotifyHMACKey))
+		return permanent(fmt.Errorf("the Secret %s has no %q to sign deliveries with", d.target.SecretRef, taugridv1.NotifyHMACKey))
 	}
 	msg := Message(run, d.event, r.Clock.Now())
 	return r.sender().Send(ctx, url, key, format, DeliveryID(run, d.key), msg)

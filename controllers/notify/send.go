@@ -139,7 +139,7 @@ func private(ip net.IP) bool {
 // Slack incoming webhook's message. Its errors never name the URL.
 func (s *Sender) Send(ctx context.Context, target string, key []byte, format, id string, msg Payload) error {
 	u, err := url.Parse(target)
-	if err != nil || u.Host == "" || (u.Scheme != "https" && !(u.Scheme == "http" && s.AllowPrivate)) {
+	if err != nil || u.Host == "" || (u.Scheme != "https" && (u.Scheme != "http" || !s.AllowPrivate)) {
 		return permanent(errors.New("the target's url is not an https:// URL"))
 	}
 	var body []byte

@@ -53,7 +53,7 @@ func PackageChart(dir, version, appVersion string, images []Pushed, src Source) 
 	if err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { _ = os.RemoveAll(tmp) }()
 	path, err := chartutil.Save(c, tmp)
 	if err != nil {
 		return nil, err

@@ -102,7 +102,7 @@ func SignManifest(ctx context.Context, repo string, digest v1.Hash, key *ecdsa.P
 func signedRepository(sig v1.Image) (string, error) {
 	layers, err := sig.Layers()
 	if err != nil || len(layers) != 1 {
-		return "", fmt.Errorf("want one layer: %v", err)
+		return "", fmt.Errorf("want one layer: %w", err)
 	}
 	rc, err := layers[0].Uncompressed()
 	if err != nil {

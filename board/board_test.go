@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"strings"
 	"testing"
@@ -192,6 +193,21 @@ func (w *world) run(t *testing.T, ns string, r run) {
 	}
 }
 
+// signedIn is a proxy in front of the board that signs every request in
+// with token, for Chromium: its command line cannot post the sign-in form
+// (the sessions are TestATeamsSessionReadsItsOwnBoardAndNoOther's).
+func (w *world) signedIn(t *testing.T, token string) *httptest.Server {
+	t.Helper()
+	target, _ := url.Parse(w.url)
+	proxy := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(target)
+		r.Out.Host = target.Host
+		r.Out.Header.Set("Authorization", "Bearer "+token)
+	}})
+	t.Cleanup(proxy.Close)
+	return proxy
+}
+
 // client is a browser's cookie jar against the board.
 func (w *world) browser(t *testing.T) *http.Client {
 	jar, _ := cookiejar.New(nil)
@@ -310,25 +326,7 @@ func TestATeamsSessionReadsItsOwnBoardAndNoOther(t *testing.T) {
 func TestTheBoardShowsTheQueueQuotaAndGPUHoursInABrowser(t *testing.T) {
 	bin := browser.Chromium(t)
 	w := newWorld(t)
-	// The browser signs in with a token here: chromium's command line
-	// cannot post the sign-in form (the session is the test above).
-	target, _ := url.Parse(w.url)
-	proxy := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		r.Header.Set("Authorization", "Bearer "+tokenA)
-		r.URL.Scheme, r.URL.Host, r.Host, r.RequestURI = target.Scheme, target.Host, target.Host, ""
-		resp, err := http.DefaultTransport.RoundTrip(r)
-		if err != nil {
-			http.Error(rw, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		for k, v := range resp.Header {
-			rw.Header()[k] = v
-		}
-		rw.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(rw, resp.Body)
-	}))
-	t.Cleanup(proxy.Close)
+	proxy := w.signedIn(t, tokenA)
 
 	dom, console := browser.Browse(t, bin, "--dump-dom", proxy.URL+"/teams/team-a")
 	page := string(dom)
@@ -396,6 +394,9 @@ func TestThePlatformTeamReadsEveryTeamAndATeamDoesNot(t *testing.T) {
 			t.Errorf("/platform with %s: %d\n%s", name, code, body)
 		}
 	}
+	if code, body, _ := get(t, c, w.url+"/platform", "Authorization", "Bearer not-a-token"); code != http.StatusUnauthorized || strings.Contains(body, "/teams/") {
+		t.Errorf("/platform with a token that is no team's: %d\n%s", code, body)
+	}
 	if code, _, h := get(t, w.browser(t), w.url+"/platform"); code != http.StatusSeeOther || h.Get("Location") != "/login" {
 		t.Errorf("/platform without a sign-in: %d to %q", code, h.Get("Location"))
 	}
@@ -410,23 +411,7 @@ func TestThePlatformTeamReadsEveryTeamAndATeamDoesNot(t *testing.T) {
 		t.Errorf("a malformed namespace for the platform team: %d, want 400", code)
 	}
 
-	target, _ := url.Parse(w.url)
-	proxy := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		r.Header.Set("Authorization", "Bearer "+tokenP)
-		r.URL.Scheme, r.URL.Host, r.Host, r.RequestURI = target.Scheme, target.Host, target.Host, ""
-		resp, err := http.DefaultTransport.RoundTrip(r)
-		if err != nil {
-			http.Error(rw, err.Error(), http.StatusBadGateway)
-			return
-		}
-		defer resp.Body.Close()
-		for k, v := range resp.Header {
-			rw.Header()[k] = v
-		}
-		rw.WriteHeader(resp.StatusCode)
-		_, _ = io.Copy(rw, resp.Body)
-	}))
-	t.Cleanup(proxy.Close)
+	proxy := w.signedIn(t, tokenP)
 	dom, console := browser.Browse(t, bin, "--dump-dom", proxy.URL+"/platform")
 	page := string(dom)
 	if len(console) > 0 {

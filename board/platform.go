@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -84,21 +85,11 @@ func ReadPlatform(ctx context.Context, c client.Reader, now time.Time) (*Platfor
 	for _, ns := range sortedKeys(teams) {
 		p.Teams = append(p.Teams, *teams[ns])
 	}
-	slices.SortFunc(cqs.Items, func(a, b kueue.ClusterQueue) int { return cmpString(a.Name, b.Name) })
+	slices.SortFunc(cqs.Items, func(a, b kueue.ClusterQueue) int { return strings.Compare(a.Name, b.Name) })
 	for _, cq := range cqs.Items {
 		p.Quota = append(p.Quota, gpuBars(&cq)...)
 	}
 	return p, nil
-}
-
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // ServePlatform renders the platform board for a request already allowed

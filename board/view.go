@@ -156,7 +156,7 @@ func (t *Team) row(r *taugridv1.TauRun, web string) RunRow {
 // readQueue lists the runs that hold or wait for quota in Kueue's order,
 // with each waiting run's estimated start, and each ClusterQueue's GPUs.
 func (t *Team) readQueue(ctx context.Context, c client.Reader, ns string, items []taugridv1.TauRun, now time.Time) error {
-	rep, err := runs.ReportQueueAt(ctx, c, ns, now)
+	rep, err := runs.ReportQueueOf(ctx, c, ns, items, now) // items: newest first
 	if err != nil {
 		return fmt.Errorf("reading the queues: %w", err)
 	}

@@ -1,68 +1,32 @@
 package evidence
 
 import (
-	"context"
 	"image"
 	"image/color"
-	"image/png"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/test/browser"
 )
 
-// chromium finds a headless-capable browser. Outside CI a missing browser
-// skips the test; in CI (CI=true) it fails it, as .ci/run installs one.
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("no chromium on PATH; CI must install it (apt-get install chromium)")
-	}
-	t.Skip("no chromium on PATH (apt-get install --no-install-recommends chromium)")
-	return ""
-}
-
-// browse runs headless chromium with a fresh profile and no network chatter.
-func browse(t *testing.T, bin string, args ...string) []byte {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir=" + t.TempDir(), "--window-size=1280,1500", "--hide-scrollbars"}
-	cmd := exec.CommandContext(ctx, bin, append(base, args...)...)
-	cmd.Stderr = nil
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("chromium %v: %v", args, err)
-	}
-	return out
-}
-
 func TestThePageRendersInABrowserWithItsStatusAndTimelineVisible(t *testing.T) {
-	bin := chromium(t)
+	bin := browser.Chromium(t)
 	live := &Live{Run: liveRun("research-1a2b", taugridv1.PhaseSucceeded), RepositoryURL: "https://github.com/acme/research.git"}
 	srv, _ := pageServer(t, liveRuns{"team-a/research-1a2b": live})
 	// The link the commit carries, as a researcher clicks it.
 	url := signed(srv.URL, "team-a", "research-1a2b", pageNow.Add(time.Hour))
 
-	dom := string(browse(t, bin, "--dump-dom", url))
+	out, _ := browser.Browse(t, bin, "--dump-dom", url)
+	dom := string(out)
 	for _, want := range []string{`id="status"`, ">Succeeded<", `id="timeline"`, "Queued · 12m 0s", "epoch 2 loss 0.12"} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the rendered DOM lacks %q", want)
 		}
 	}
 
-	img := screenshot(t, bin, url, "evidence-page.png")
+	img := browser.Screenshot(t, bin, url, "evidence-page.png")
 	// The status badge (green) sits in the header; the timeline bar shows
 	// the queue wait (amber) and the run (blue) below it.
 	header := image.Rect(0, 0, img.Bounds().Dx(), 120)
@@ -92,22 +56,3 @@ func pixels(img image.Image, r image.Rectangle, c color.RGBA) int {
 }
 
 func near(a uint32, b uint8) bool { return int(a)-int(b) < 8 && int(b)-int(a) < 8 }
-
-// screenshot takes Chromium's screenshot of url into the test's artifact
-// directory under name, and decodes it.
-func screenshot(t *testing.T, bin, url, name string) image.Image {
-	t.Helper()
-	shot := filepath.Join(t.ArtifactDir(), name)
-	browse(t, bin, "--screenshot="+shot, url)
-	f, err := os.Open(shot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("screenshot: %s (%dx%d)", shot, img.Bounds().Dx(), img.Bounds().Dy())
-	return img
-}

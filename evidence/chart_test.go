@@ -12,6 +12,8 @@ import (
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/taugrid/taugrid/test/browser"
 )
 
 // trainingLog is what a training script prints: a TAU_METRIC record per
@@ -114,7 +116,7 @@ func TestTheGPUUsageChartIsDrawnOnAFixedPercentAxisByMinute(t *testing.T) {
 // page's CSP: the DOM holds one SVG chart per numeric key and no script, and
 // the screenshot shows the charts' lines.
 func TestTheMetricChartsDrawInABrowserWithoutScripts(t *testing.T) {
-	bin := chromium(t)
+	bin := browser.Chromium(t)
 	st, _ := NewFileStore(t.TempDir())
 	key := Key{Namespace: "team-a", Run: "research-1a2b", Attempt: 1}
 	log := trainingLog(200)
@@ -129,7 +131,8 @@ func TestTheMetricChartsDrawInABrowserWithoutScripts(t *testing.T) {
 	t.Cleanup(srv.Close)
 	url := signed(srv.URL, "team-a", "research-1a2b", pageNow.Add(time.Hour))
 
-	dom := string(browse(t, bin, "--dump-dom", url))
+	out, _ := browser.Browse(t, bin, "--dump-dom", url)
+	dom := string(out)
 	for _, want := range []string{`aria-label="accuracy by step"`, `aria-label="loss by step"`, `aria-label="lr by step"`, "step 2000", "200 points",
 		`aria-label="GPU utilisation % by min"`, "min 89", "8 GPUs, 2% busy over the last 10 min"} {
 		if !strings.Contains(dom, want) {
@@ -143,7 +146,7 @@ func TestTheMetricChartsDrawInABrowserWithoutScripts(t *testing.T) {
 		t.Error("the page has a script")
 	}
 
-	img := screenshot(t, bin, url, "evidence-metric-charts.png")
+	img := browser.Screenshot(t, bin, url, "evidence-metric-charts.png")
 	if n := pixels(img, image.Rect(0, 0, img.Bounds().Dx(), img.Bounds().Dy()), color.RGBA{0x82, 0x50, 0xdf, 0xff}); n < 800 {
 		t.Errorf("the charts' purple lines are not visible (%d pixels)", n)
 	}

@@ -67,6 +67,17 @@ func ReportQueue(ctx context.Context, c client.Reader, ns string) (*QueueReport,
 // ReportQueueAt is ReportQueue as of now: each waiting run's estimated
 // start counts from it.
 func ReportQueueAt(ctx context.Context, c client.Reader, ns string, now time.Time) (*QueueReport, error) {
+	var runs taugridv1.TauRunList
+	if err := c.List(ctx, &runs, client.InNamespace(ns)); err != nil {
+		return nil, err
+	}
+	SortNewestFirst(runs.Items)
+	return ReportQueueOf(ctx, c, ns, runs.Items, now)
+}
+
+// ReportQueueOf is ReportQueueAt over namespace ns's runs already read,
+// newest first (SortNewestFirst), for a caller that lists them anyway.
+func ReportQueueOf(ctx context.Context, c client.Reader, ns string, items []taugridv1.TauRun, now time.Time) (*QueueReport, error) {
 	rep := &QueueReport{SchemaVersion: 1, Namespace: ns, Queues: []QueueView{}, Runs: []QueuedRun{}}
 	queues, cqOf := map[string]*Queue{}, map[string]string{}
 	var lqs kueue.LocalQueueList
@@ -87,14 +98,9 @@ func ReportQueueAt(ctx context.Context, c client.Reader, ns string, now time.Tim
 		}
 		rep.Queues = append(rep.Queues, v)
 	}
-	var runs taugridv1.TauRunList
-	if err := c.List(ctx, &runs, client.InNamespace(ns)); err != nil {
-		return nil, err
-	}
-	SortNewestFirst(runs.Items)
 	slots := map[string]Slot{}
-	for i := len(runs.Items) - 1; i >= 0; i-- { // oldest first
-		r := runs.Items[i]
+	for i := len(items) - 1; i >= 0; i-- { // oldest first
+		r := items[i]
 		w := r.Status.Workload
 		if w == nil || r.Status.Phase.Final() {
 			continue

@@ -115,15 +115,28 @@ func (a *RunsAPI) boardNamespace(ctx context.Context, r *http.Request) (ns strin
 	return ns, true, err
 }
 
-func (a *RunsAPI) boardHome(w http.ResponseWriter, r *http.Request) {
-	ns, _, err := a.boardNamespace(r.Context(), r)
+// boardReader is the namespace a board request may read (see
+// boardNamespace). Where there is none it answers the request itself: 503
+// when sign-ins cannot be checked, 401 for a token that is no team's, a
+// redirect to /login without a sign-in; ok is false then.
+func (a *RunsAPI) boardReader(w http.ResponseWriter, r *http.Request) (ns string, session, ok bool) {
+	ns, session, err := a.boardNamespace(r.Context(), r)
 	switch {
 	case err != nil:
 		a.Log.Error(err, "checking a board session")
 		board.Message(w, http.StatusServiceUnavailable, "The board cannot check sign-ins now; try again in a moment.")
+	case ns == "" && bearer(r) != "":
+		board.Message(w, http.StatusUnauthorized, "That token is not a team's API token.")
 	case ns == "":
 		http.Redirect(w, r, "/login", http.StatusSeeOther)
 	default:
+		return ns, session, true
+	}
+	return "", false, false
+}
+
+func (a *RunsAPI) boardHome(w http.ResponseWriter, r *http.Request) {
+	if ns, _, ok := a.boardReader(w, r); ok {
 		http.Redirect(w, r, home(ns), http.StatusSeeOther)
 	}
 }
@@ -139,13 +152,9 @@ func home(ns string) string {
 
 // platformBoard serves every team's summary to the platform team's token.
 func (a *RunsAPI) platformBoard(w http.ResponseWriter, r *http.Request) {
-	ns, session, err := a.boardNamespace(r.Context(), r)
+	ns, session, ok := a.boardReader(w, r)
 	switch {
-	case err != nil:
-		a.Log.Error(err, "checking a board session")
-		board.Message(w, http.StatusServiceUnavailable, "The board cannot check sign-ins now; try again in a moment.")
-	case ns == "" && bearer(r) == "":
-		http.Redirect(w, r, "/login", http.StatusSeeOther)
+	case !ok:
 	case ns != taugridv1.APIPlatformAdmin:
 		board.Message(w, http.StatusForbidden, "The platform board is for the platform team's token; your team's board is at "+home(ns)+".")
 	default:
@@ -154,15 +163,9 @@ func (a *RunsAPI) platformBoard(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *RunsAPI) teamBoard(w http.ResponseWriter, r *http.Request) {
-	ns, session, err := a.boardNamespace(r.Context(), r)
+	ns, session, ok := a.boardReader(w, r)
 	switch {
-	case err != nil:
-		a.Log.Error(err, "checking a board session")
-		board.Message(w, http.StatusServiceUnavailable, "The board cannot check sign-ins now; try again in a moment.")
-	case ns == "" && bearer(r) != "":
-		board.Message(w, http.StatusUnauthorized, "That token is not a team's API token.")
-	case ns == "":
-		http.Redirect(w, r, "/login", http.StatusSeeOther)
+	case !ok:
 	case ns != r.PathValue("ns") && ns != taugridv1.APIPlatformAdmin:
 		// Say nothing of the other namespace, not even whether it exists.
 		board.Message(w, http.StatusForbidden, "You are signed in for another team: this board is not yours to read.")

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"testing/fstest"
 	"time"
 
@@ -421,7 +422,7 @@ func kueueTimeline(wl *kueue.Workload) *evidence.KueueTimeline {
 		k.AdmissionChecks = append(k.AdmissionChecks, evidence.AdmissionCheck{Name: string(ac.Name), State: string(ac.State),
 			Message: ac.Message, Time: ac.LastTransitionTime.UTC()})
 	}
-	slices.SortFunc(k.AdmissionChecks, func(a, b evidence.AdmissionCheck) int { return compareStrings(a.Name, b.Name) })
+	slices.SortFunc(k.AdmissionChecks, func(a, b evidence.AdmissionCheck) int { return strings.Compare(a.Name, b.Name) })
 	return k
 }
 
@@ -432,7 +433,7 @@ func (e *EvidenceRecorder) collectPods(ctx context.Context, c *Collection) error
 		return nil
 	}
 	pods := c.pods
-	slices.SortFunc(pods, func(a, b corev1.Pod) int { return compareStrings(a.Name, b.Name) })
+	slices.SortFunc(pods, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	nodes := map[string]bool{}
 	for i := range pods {
 		p := &pods[i]
@@ -460,16 +461,6 @@ func (e *EvidenceRecorder) collectPods(ctx context.Context, c *Collection) error
 		c.Rec.Nodes = append(c.Rec.Nodes, rec)
 	}
 	return nil
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // attemptStart is when the attempt was submitted: its start time, or its
@@ -639,7 +630,7 @@ func (e *EvidenceRecorder) snapshotPods(ctx context.Context, c *Collection) erro
 	if err != nil {
 		return err
 	}
-	slices.SortFunc(pods, func(a, b corev1.Pod) int { return compareStrings(a.Name, b.Name) })
+	slices.SortFunc(pods, func(a, b corev1.Pod) int { return strings.Compare(a.Name, b.Name) })
 	c.pods = pods
 	if c.At.logs == nil {
 		return nil

@@ -1,8 +1,8 @@
 package runs
 
 import (
+	"container/heap"
 	"fmt"
-	"slices"
 	"time"
 )
 
@@ -93,11 +93,7 @@ func (s Slot) remaining() (time.Duration, bool) {
 // that end early, preemption and borrowing that comes and goes make the
 // real start earlier or later; the board says "about".
 func Estimate(q Queue) []Start {
-	type end struct {
-		at   time.Duration
-		gpus int64
-	}
-	var ends []end
+	var ends endHeap
 	free, unknown := q.Capacity, ""
 	for _, r := range q.Running {
 		free -= r.GPUs
@@ -108,6 +104,7 @@ func Estimate(q Queue) []Start {
 		}
 		ends = append(ends, end{rest, r.GPUs})
 	}
+	heap.Init(&ends)
 	var out []Start
 	now := time.Duration(0)
 	for _, w := range q.Waiting {
@@ -126,11 +123,10 @@ func Estimate(q Queue) []Start {
 			out = append(out, s)
 			continue
 		}
-		slices.SortFunc(ends, func(a, b end) int { return int(a.at - b.at) })
-		for free < w.GPUs && len(ends) > 0 {
-			now = max(now, ends[0].at)
-			free += ends[0].gpus
-			ends = ends[1:]
+		for free < w.GPUs && ends.Len() > 0 {
+			e := heap.Pop(&ends).(end)
+			now = max(now, e.at)
+			free += e.gpus
 		}
 		if free < w.GPUs { // the GPUs held without an end never come back
 			s.Unknown = "the GPUs it needs are held by runs with no time limit"
@@ -141,11 +137,32 @@ func Estimate(q Queue) []Start {
 		s.In = now
 		free -= w.GPUs
 		if w.Limit > 0 {
-			ends = append(ends, end{now + w.Limit, w.GPUs})
+			heap.Push(&ends, end{now + w.Limit, w.GPUs})
 		} else {
 			unknown = "run " + w.Run + " ahead has no time limit"
 		}
 		out = append(out, s)
 	}
 	return out
+}
+
+// end is when a run's GPUs come back, from now, and how many.
+type end struct {
+	at   time.Duration
+	gpus int64
+}
+
+// endHeap holds the ends to come, the soonest first: a queue of n runs is
+// estimated in O(n log n).
+type endHeap []end
+
+func (h endHeap) Len() int           { return len(h) }
+func (h endHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h endHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *endHeap) Push(x any)        { *h = append(*h, x.(end)) }
+func (h *endHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
 }

@@ -46,6 +46,10 @@ type QueueState struct {
 	// has one. FreedBy names that workload.
 	FreesBy time.Time
 	FreedBy string
+	// StartsAt is when the workload starts if the runs ahead of it end by
+	// their time limits and start in order (Estimate); zero when unknown
+	// or not a minute away. Now is when the state was read.
+	StartsAt, Now time.Time
 }
 
 // Explanation says why a run waits: a short line for a commit status and
@@ -114,7 +118,7 @@ func ExplainWait(wl *kueue.Workload, q QueueState) Explanation {
 	}
 	switch {
 	case msg == "":
-		return explanation(WaitQueued, positioned("queued", q, cq), q, "")
+		return explanation(WaitQueued, positioned("queued", q, cq)+startsAbout(q, "; "), q, "")
 	case maxCapacityRE.MatchString(msg):
 		m := maxCapacityRE.FindStringSubmatch(msg)
 		return explanation(WaitInfeasible, fmt.Sprintf("cannot run: asks %s %s, %s can hold at most %s (flavor %s)", m[3], m[1], cq, m[4], m[2]), q, msg)
@@ -135,10 +139,12 @@ func ExplainWait(wl *kueue.Workload, q QueueState) Explanation {
 		if use := usage(q.ClusterQueue, flavor, res); use != "" {
 			short += "; " + use
 		}
-		if eta := q.FreesBy; !eta.IsZero() {
-			if s := short + "; frees by " + eta.UTC().Format("15:04") + " UTC"; len([]rune(s)) <= maxShortExplanation {
-				short = s
-			}
+		tail := startsAbout(q, "; ")
+		if eta := q.FreesBy; tail == "" && !eta.IsZero() {
+			tail = "; frees by " + eta.UTC().Format("15:04") + " UTC"
+		}
+		if s := short + tail; len([]rune(s)) <= maxShortExplanation {
+			short = s
 		}
 		return explanation(WaitQuota, short, q, msg)
 	case misconfiguredRE.MatchString(msg):
@@ -154,6 +160,21 @@ func positioned(verb string, q QueueState, cq string) string {
 		return fmt.Sprintf("%s #%d of %d in %s", verb, q.Position, q.Pending, cq)
 	}
 	return verb + " in " + cq
+}
+
+// startsAbout is "starts about 16:05 UTC" (a day or more ahead, "starts
+// about Mon 16:05 UTC") after sep, or "" when the estimate is unknown. A
+// time, not a duration, so the line (and the commit status) changes only
+// when the estimate does, not every minute.
+func startsAbout(q QueueState, sep string) string {
+	if q.StartsAt.IsZero() {
+		return ""
+	}
+	layout := "15:04"
+	if q.StartsAt.Sub(q.Now) >= 20*time.Hour {
+		layout = "Mon 15:04"
+	}
+	return sep + "starts about " + q.StartsAt.Round(time.Minute).UTC().Format(layout) + " UTC"
 }
 
 // usage is "team-a uses 16/8 nvidia.com/gpu (8 borrowed, may borrow 8)".
@@ -189,8 +210,12 @@ func explanation(kind WaitKind, short string, q QueueState, kueueMsg string) Exp
 	if len(q.Ahead) > 0 {
 		b.WriteString("\nAhead: " + strings.Join(q.Ahead, "; ") + ".")
 	}
+	if !q.StartsAt.IsZero() {
+		fmt.Fprintf(&b, "\nEstimate: starts about %s, once the runs ahead of it and those holding the quota have ended by their time limits (sooner if they end earlier; later if a run of higher priority comes).",
+			q.StartsAt.Round(time.Minute).UTC().Format("2006-01-02 15:04 UTC"))
+	}
 	if !q.FreesBy.IsZero() {
-		fmt.Fprintf(&b, "\nEstimate: quota frees by %s at the latest, when the time limit of %s ends (sooner if it finishes earlier).",
+		fmt.Fprintf(&b, "\nQuota frees by %s at the latest, when the time limit of %s ends (sooner if it finishes earlier).",
 			q.FreesBy.UTC().Format("2006-01-02 15:04 UTC"), q.FreedBy)
 	}
 	if cq := q.ClusterQueue; cq != nil {

@@ -1,7 +1,6 @@
 package runs
 
 import (
-	"cmp"
 	"context"
 	"sort"
 	"time"
@@ -9,6 +8,7 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -57,6 +57,9 @@ type QueuedRun struct {
 	// Start is a waiting run's estimated start (Estimate): "starts in
 	// about 25 min", or why it will not start or cannot be told.
 	Start string `json:"start,omitempty"`
+	// StartsAt is the estimated start as a time, for scripts; absent when
+	// the estimate is not a time.
+	StartsAt *time.Time `json:"startsAt,omitempty"`
 }
 
 // ReportQueue reads a namespace's queues and active runs.
@@ -93,7 +96,7 @@ func ReportQueueOf(ctx context.Context, c client.Reader, ns string, items []taug
 			v.Quota = quotaRows(cq)
 			cqOf[lq.Name] = cq.Name
 			if queues[cq.Name] == nil {
-				queues[cq.Name] = gpuQueue(cq)
+				queues[cq.Name] = GPUQueue(cq)
 			}
 		}
 		rep.Queues = append(rep.Queues, v)
@@ -121,13 +124,13 @@ func ReportQueueOf(ctx context.Context, c client.Reader, ns string, items []taug
 		}
 		return wa && a.Position > 0 && (b.Position == 0 || a.Position < b.Position)
 	})
-	estimate(rep, queues, cqOf, slots)
+	estimate(rep, queues, cqOf, slots, now)
 	return rep, nil
 }
 
 // estimate fills each run's GPUs and each waiting run's estimated start,
 // queue by queue, in the report's order.
-func estimate(rep *QueueReport, queues map[string]*Queue, cqOf map[string]string, slots map[string]Slot) {
+func estimate(rep *QueueReport, queues map[string]*Queue, cqOf map[string]string, slots map[string]Slot, now time.Time) {
 	for i := range rep.Runs {
 		r := &rep.Runs[i]
 		s := slots[r.Run]
@@ -141,22 +144,32 @@ func estimate(rep *QueueReport, queues map[string]*Queue, cqOf map[string]string
 			q.Running = append(q.Running, s)
 		}
 	}
-	starts := map[string]string{}
+	starts := map[string]Start{}
 	for _, q := range queues {
 		for _, s := range Estimate(*q) {
-			starts[s.Run] = s.Text()
+			starts[s.Run] = s
 		}
 	}
 	for i := range rep.Runs {
-		if r := &rep.Runs[i]; r.Phase == taugridv1.PhaseQueued {
-			r.Start = cmp.Or(starts[r.Run], "start time unknown: its queue's quota is not readable")
+		r := &rep.Runs[i]
+		if r.Phase != taugridv1.PhaseQueued {
+			continue
+		}
+		s, ok := starts[r.Run]
+		if !ok {
+			r.Start = "start time unknown: its queue's quota is not readable"
+			continue
+		}
+		r.Start = s.Text()
+		if s.Never == "" && s.Unknown == "" {
+			r.StartsAt = ptr.To(now.Add(s.In).UTC())
 		}
 	}
 }
 
-// gpuQueue is ClusterQueue cq's GPUs for the estimate: its own quota, and
+// GPUQueue is ClusterQueue cq's GPUs for the estimate: its own quota, and
 // how many more it may borrow (-1: no limit).
-func gpuQueue(cq *kueue.ClusterQueue) *Queue {
+func GPUQueue(cq *kueue.ClusterQueue) *Queue {
 	q := &Queue{}
 	for _, rg := range cq.Spec.ResourceGroups {
 		for _, f := range rg.Flavors {
@@ -192,9 +205,7 @@ func slot(ctx context.Context, c client.Reader, r *taugridv1.TauRun, now time.Ti
 	if w.Workload != "" {
 		var wl kueue.Workload
 		if err := c.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: w.Workload}, &wl); err == nil {
-			for _, ps := range wl.Spec.PodSets {
-				s.GPUs += int64(ps.Count) * podGPUs(ps.Template.Spec)
-			}
+			s.GPUs = WorkloadGPUs(&wl)
 		}
 	}
 	switch w.Kind {
@@ -217,6 +228,15 @@ func slot(ctx context.Context, c client.Reader, r *taugridv1.TauRun, now time.Ti
 		}
 	}
 	return s
+}
+
+// WorkloadGPUs is what all the pods of wl ask for.
+func WorkloadGPUs(wl *kueue.Workload) int64 {
+	var n int64
+	for _, ps := range wl.Spec.PodSets {
+		n += int64(ps.Count) * podGPUs(ps.Template.Spec)
+	}
+	return n
 }
 
 // podGPUs is what one pod of spec asks for.

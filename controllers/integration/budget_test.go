@@ -17,6 +17,7 @@ import (
 	"github.com/taugrid/taugrid/render"
 	"github.com/taugrid/taugrid/test/controlplane"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -174,6 +175,13 @@ func TestOneRunsWholeLifeStaysWithinItsAPIRequestBudget(t *testing.T) {
 	time.Sleep(2 * time.Second) // what the end still sends
 
 	n, conflicts := counted.counts()
+	var evs eventsv1.EventList
+	if err := k8s.List(context.Background(), &evs, client.InNamespace(f.ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		t.Logf("event %s %s/%s %s: %s", e.ReportingController, e.Regarding.Kind, e.Regarding.Name, e.Reason, e.Note)
+	}
 	total, runWrites := 0, 0
 	var lines []string
 	for _, what := range slices.Sorted(maps.Keys(n)) {

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -81,15 +82,21 @@ func TestAWaitingRunSaysItsPlaceWhoIsAheadAndWhatItNeeds(t *testing.T) {
 	f.poll(t)
 	later, sooner := f.runOf(t, "refs/tau/runs/later"), f.runOf(t, "refs/tau/runs/sooner")
 	f.reconcileRun(t, sooner.Name, taugridv1.PhaseQueued)
-	want := "queued #2 of 2 in rq2-a: needs 1 more nvidia.com/gpu (rq2-h200); rq2-a uses 1/1 (no borrowing); frees by " +
-		started.Add(2*time.Hour).UTC().Format("15:04") + " UTC"
+	// The first ends by its limit, then the sooner runs its 2 hours: the
+	// later starts 4 hours after the first did, at the latest.
+	want := "queued #2 of 2 in rq2-a: needs 1 more nvidia.com/gpu (rq2-h200); rq2-a uses 1/1 (no borrowing); starts about " +
+		started.Add(4*time.Hour).Round(time.Minute).UTC().Format("15:04") + " UTC"
 	queued := f.reconcileUntil(t, later.Name, taugridv1.PhaseQueued, func(r *taugridv1.TauRun) bool { return r.Status.Message == want })
 	if long := queued.Status.Workload.Reason; !strings.Contains(long, "Ahead: rq2-a/run "+sooner.Name+" (priority 1000)") ||
 		!strings.Contains(long, "nvidia.com/gpu   nominal 1      borrowing limit 0         in use 1") {
 		t.Errorf("the explanation lacks who is ahead or the quota table:\n%s", long)
 	}
+	if !strings.Contains(queued.Status.Workload.Reason, "Estimate: starts about "+started.Add(4*time.Hour).Round(time.Minute).UTC().Format("2006-01-02 15:04 UTC")) {
+		t.Errorf("the explanation lacks the start estimate:\n%s", queued.Status.Workload.Reason)
+	}
 	f.reconcileUntil(t, sooner.Name, taugridv1.PhaseQueued, func(r *taugridv1.TauRun) bool {
-		return strings.HasPrefix(r.Status.Message, "queued #1 of 2 in rq2-a")
+		return strings.HasPrefix(r.Status.Message, "queued #1 of 2 in rq2-a") &&
+			strings.HasSuffix(r.Status.Message, "starts about "+started.Add(2*time.Hour).Round(time.Minute).UTC().Format("15:04")+" UTC")
 	})
 
 	// tau queue: the quota, then the runs holding it, then those waiting, in order.
@@ -124,8 +131,9 @@ func TestBorrowingIsShownInTheWait(t *testing.T) {
 	next := f.reconcileUntil(t, f.runOf(t, "refs/tau/runs/next").Name, taugridv1.PhaseQueued, func(r *taugridv1.TauRun) bool {
 		return strings.Contains(r.Status.Message, "borrowed")
 	})
-	if want := "rq3-a uses 16/8 (8 borrowed)"; !strings.HasSuffix(next.Status.Message, want) {
-		t.Errorf("message = %q, want it to end %q", next.Status.Message, want)
+	// It starts once the wide run, which holds all 16, ends by its limit.
+	if want := regexp.MustCompile(`rq3-a uses 16/8 \(8 borrowed\); starts about \d\d:\d\d UTC$`); !want.MatchString(next.Status.Message) {
+		t.Errorf("message = %q, want it to match %s", next.Status.Message, want)
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -44,6 +45,8 @@ func (r *RunReconciler) queueState(ctx context.Context, wl *kueue.Workload) runs
 		return q
 	}
 	var pending []*kueue.Workload
+	var holding []runs.Slot
+	now := r.Clock.Now()
 	for ns, queues := range feeds {
 		// Only the namespaces whose LocalQueues feed this ClusterQueue are
 		// read: one tenant's share of the cluster's Workloads, not all of
@@ -60,14 +63,53 @@ func (r *RunReconciler) queueState(ctx context.Context, wl *kueue.Workload) runs
 			case isPending(w):
 				pending = append(pending, w)
 			case meta.IsStatusConditionTrue(w.Status.Conditions, kueue.WorkloadAdmitted) && !meta.IsStatusConditionTrue(w.Status.Conditions, kueue.WorkloadFinished):
-				if end, ok := r.timeLimit(ctx, w); ok && (q.FreesBy.IsZero() || end.Before(q.FreesBy)) {
-					q.FreesBy, q.FreedBy = end, describeWorkload(w, wl.Namespace)
+				slot := runs.Slot{Run: w.Namespace + "/" + w.Name, GPUs: runs.WorkloadGPUs(w)}
+				if limit, start, ok := r.deadline(ctx, w); ok {
+					if start != nil {
+						end := start.Add(limit)
+						if q.FreesBy.IsZero() || end.Before(q.FreesBy) {
+							q.FreesBy, q.FreedBy = end, describeWorkload(w, wl.Namespace)
+						}
+					} else {
+						// Not started yet: counted from its admission, not
+						// from now, so the estimate holds still between looks.
+						start = &meta.FindStatusCondition(w.Status.Conditions, kueue.WorkloadAdmitted).LastTransitionTime
+					}
+					slot.Limit = max(start.Add(limit).Sub(now), time.Nanosecond)
 				}
+				holding = append(holding, slot)
 			}
 		}
 	}
 	q.Position, q.Pending, q.Ahead = positionIn(pending, wl)
+	q.Now = now
+	if q.Position > 0 {
+		q.StartsAt = r.startEstimate(ctx, cq, holding, pending[:q.Position], now)
+	}
 	return q
+}
+
+// startEstimate is when the last of waiting (the run whose queue is
+// read; the others are ahead of it, in order) starts if the runs holding
+// the ClusterQueue's GPUs and those ahead end by their time limits: zero
+// when it asks no GPUs, when a run has no limit to reason from, or when
+// the start is not a minute away.
+func (r *RunReconciler) startEstimate(ctx context.Context, cq *kueue.ClusterQueue, holding []runs.Slot, waiting []*kueue.Workload, now time.Time) time.Time {
+	q := runs.GPUQueue(cq)
+	q.Running = holding
+	for _, w := range waiting {
+		slot := runs.Slot{Run: w.Namespace + "/" + w.Name, GPUs: runs.WorkloadGPUs(w)}
+		if limit, _, ok := r.deadline(ctx, w); ok {
+			slot.Limit = limit
+		}
+		q.Waiting = append(q.Waiting, slot)
+	}
+	starts := runs.Estimate(*q)
+	last := starts[len(starts)-1]
+	if q.Waiting[len(q.Waiting)-1].GPUs == 0 || last.Never != "" || last.Unknown != "" || last.In < time.Minute {
+		return time.Time{}
+	}
+	return now.Add(last.In)
 }
 
 // feeding names the LocalQueues that feed a ClusterQueue, by namespace.
@@ -230,27 +272,35 @@ func jobEndedInFailure(o Observed) bool {
 	return done && p.Phase == taugridv1.PhaseFailed
 }
 
-// timeLimit is when an admitted workload's Job or RayJob must end: its
-// start plus its activeDeadlineSeconds, read from the cache.
-func (r *RunReconciler) timeLimit(ctx context.Context, w *kueue.Workload) (time.Time, bool) {
-	owner := metav1.GetControllerOf(w)
+// deadline is the activeDeadlineSeconds of a workload's Job or RayJob, and
+// when it started (nil: not yet), read from the cache.
+func (r *RunReconciler) deadline(ctx context.Context, w *kueue.Workload) (time.Duration, *metav1.Time, bool) {
+	owner := metav1.GetControllerOfNoCopy(w)
 	if owner == nil {
-		return time.Time{}, false
+		return 0, nil, false
 	}
 	key := types.NamespacedName{Namespace: w.Namespace, Name: owner.Name}
+	var limit *int64
+	var start *metav1.Time
 	switch owner.Kind {
 	case "Job":
 		j := &batchv1.Job{}
-		if r.Get(ctx, key, j, client.UnsafeDisableDeepCopy) != nil || j.Status.StartTime == nil || j.Spec.ActiveDeadlineSeconds == nil {
-			return time.Time{}, false
+		if r.Get(ctx, key, j, client.UnsafeDisableDeepCopy) != nil {
+			return 0, nil, false
 		}
-		return j.Status.StartTime.Add(time.Duration(*j.Spec.ActiveDeadlineSeconds) * time.Second), true
+		limit, start = j.Spec.ActiveDeadlineSeconds, j.Status.StartTime
 	case "RayJob":
 		j := &rayv1.RayJob{}
-		if r.Get(ctx, key, j, client.UnsafeDisableDeepCopy) != nil || j.Status.StartTime == nil || j.Spec.ActiveDeadlineSeconds == nil {
-			return time.Time{}, false
+		if r.Get(ctx, key, j, client.UnsafeDisableDeepCopy) != nil {
+			return 0, nil, false
 		}
-		return j.Status.StartTime.Add(time.Duration(*j.Spec.ActiveDeadlineSeconds) * time.Second), true
+		if d := j.Spec.ActiveDeadlineSeconds; d != nil {
+			limit = ptr.To(int64(*d))
+		}
+		start = j.Status.StartTime
 	}
-	return time.Time{}, false
+	if limit == nil {
+		return 0, nil, false
+	}
+	return time.Duration(*limit) * time.Second, start, true
 }

@@ -231,4 +231,3 @@ func TestTheStartEstimateIsMeasuredAfterTheFact(t *testing.T) {
 		})
 	}
 }
-

@@ -39,6 +39,9 @@ type Start struct {
 	Unknown string
 }
 
+// Known says whether the estimate is a time (In), not Never or Unknown.
+func (s Start) Known() bool { return s.Never == "" && s.Unknown == "" }
+
 // Text is the estimate as a person reads it: "starts in about 25 min",
 // "will not start: ...", or "start time unknown: ...".
 func (s Start) Text() string {
@@ -105,7 +108,7 @@ func Estimate(q Queue) []Start {
 		ends = append(ends, end{rest, r.GPUs})
 	}
 	heap.Init(&ends)
-	var out []Start
+	out := make([]Start, 0, len(q.Waiting))
 	now := time.Duration(0)
 	for _, w := range q.Waiting {
 		s := Start{Run: w.Run}

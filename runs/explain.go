@@ -162,8 +162,9 @@ func positioned(verb string, q QueueState, cq string) string {
 	return verb + " in " + cq
 }
 
-// startsAbout is "starts about 16:05 UTC" (a day or more ahead, "starts
-// about Mon 16:05 UTC") after sep, or "" when the estimate is unknown. A
+// startsAbout is "starts about 16:05 UTC" after sep, or "" when the
+// estimate is unknown; a day or more ahead it names the weekday ("starts
+// about Mon 16:05 UTC"), as a bare time reads as the next 24 hours. A
 // time, not a duration, so the line (and the commit status) changes only
 // when the estimate does, not every minute.
 func startsAbout(q QueueState, sep string) string {
@@ -171,7 +172,7 @@ func startsAbout(q QueueState, sep string) string {
 		return ""
 	}
 	layout := "15:04"
-	if q.StartsAt.Sub(q.Now) >= 20*time.Hour {
+	if q.StartsAt.Sub(q.Now) >= 24*time.Hour {
 		layout = "Mon 15:04"
 	}
 	return sep + "starts about " + q.StartsAt.Round(time.Minute).UTC().Format(layout) + " UTC"

@@ -8,6 +8,7 @@ import (
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
@@ -161,7 +162,7 @@ func estimate(rep *QueueReport, queues map[string]*Queue, cqOf map[string]string
 			continue
 		}
 		r.Start = s.Text()
-		if s.Never == "" && s.Unknown == "" {
+		if s.Known() {
 			r.StartsAt = ptr.To(now.Add(s.In).UTC())
 		}
 	}
@@ -208,17 +209,8 @@ func slot(ctx context.Context, c client.Reader, r *taugridv1.TauRun, now time.Ti
 			s.GPUs = WorkloadGPUs(&wl)
 		}
 	}
-	switch w.Kind {
-	case "Job":
-		var j batchv1.Job
-		if err := c.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: w.Name}, &j); err == nil && j.Spec.ActiveDeadlineSeconds != nil {
-			s.Limit = time.Duration(*j.Spec.ActiveDeadlineSeconds) * time.Second
-		}
-	case "RayJob":
-		var j rayv1.RayJob
-		if err := c.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: w.Name}, &j); err == nil && j.Spec.ActiveDeadlineSeconds != nil {
-			s.Limit = time.Duration(*j.Spec.ActiveDeadlineSeconds) * time.Second
-		}
+	if limit, _, ok := TimeLimit(ctx, c, r.Namespace, w.Kind, w.Name); ok {
+		s.Limit = limit
 	}
 	if r.Status.Phase != taugridv1.PhaseQueued {
 		for _, t := range r.Status.Phases {
@@ -228,6 +220,37 @@ func slot(ctx context.Context, c client.Reader, r *taugridv1.TauRun, now time.Ti
 		}
 	}
 	return s
+}
+
+// TimeLimit is the activeDeadlineSeconds of namespace ns's Job or RayJob
+// name (kind), and when it started (nil: not yet); false when it is not
+// there or has no limit. opts go to the Get: a cache's
+// client.UnsafeDisableDeepCopy, for one.
+func TimeLimit(ctx context.Context, c client.Reader, ns, kind, name string, opts ...client.GetOption) (time.Duration, *metav1.Time, bool) {
+	key := client.ObjectKey{Namespace: ns, Name: name}
+	var limit *int64
+	var start *metav1.Time
+	switch kind {
+	case "Job":
+		var j batchv1.Job
+		if c.Get(ctx, key, &j, opts...) != nil {
+			return 0, nil, false
+		}
+		limit, start = j.Spec.ActiveDeadlineSeconds, j.Status.StartTime
+	case "RayJob":
+		var j rayv1.RayJob
+		if c.Get(ctx, key, &j, opts...) != nil {
+			return 0, nil, false
+		}
+		if d := j.Spec.ActiveDeadlineSeconds; d != nil {
+			limit = ptr.To(int64(*d))
+		}
+		start = j.Status.StartTime
+	}
+	if limit == nil {
+		return 0, nil, false
+	}
+	return time.Duration(*limit) * time.Second, start, true
 }
 
 // WorkloadGPUs is what all the pods of wl ask for.

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
 
 // estimateLine is the long explanation's estimate (runs/explain.go).
@@ -43,15 +45,30 @@ func playQueue(t *testing.T, prefix string, gpus string, fractions []float64) []
 	f := newRunFixture(t, prefix)
 	clock := f.runRec.Clock.(*clocktesting.FakePassiveClock)
 	setGPUQuota(t, f.ns, gpus, "0")
-	// Pushed a second apart, so that each run's Workload is created in its
-	// own second: Kueue orders the runs of one priority by creation time
-	// and leaves a tie within a second to chance (its heap), which no
-	// estimate can foresee.
+	// Pushed one after another, each once the one before has its Workload
+	// and a second has passed, so that each Workload is created in its own
+	// second: Kueue orders the runs of one priority by creation time and
+	// leaves a tie within a second to chance (its heap), which no estimate
+	// can foresee.
 	for i := range fractions {
 		ref := fmt.Sprintf("r%d", i)
 		f.research.runRef(ref, "target: default\n")
 		f.poll(t)
 		f.reconcileOnce(t, f.runOf(t, "refs/tau/runs/"+ref).Name) // submits it
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var wls kueue.WorkloadList
+			if err := k8s.List(context.Background(), &wls, client.InNamespace(f.ns)); err != nil {
+				t.Fatal(err)
+			}
+			if len(wls.Items) == i+1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("Kueue made %d Workloads for %d Jobs", len(wls.Items), i+1)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 		time.Sleep(time.Second)
 	}
 	const limit = 2 * time.Hour // the example's default target

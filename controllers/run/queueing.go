@@ -7,14 +7,12 @@ import (
 	"sort"
 	"time"
 
-	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/runs"
-	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
+	"k8s.io/utils/lru"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
@@ -75,7 +73,7 @@ func (r *RunReconciler) queueState(ctx context.Context, wl *kueue.Workload) runs
 						// from now, so the estimate holds still between looks.
 						start = &meta.FindStatusCondition(w.Status.Conditions, kueue.WorkloadAdmitted).LastTransitionTime
 					}
-					slot.Limit = max(start.Add(limit).Sub(now), time.Nanosecond)
+					slot.Limit, slot.Elapsed = limit, now.Sub(start.Time)
 				}
 				holding = append(holding, slot)
 			}
@@ -97,19 +95,39 @@ func (r *RunReconciler) queueState(ctx context.Context, wl *kueue.Workload) runs
 func (r *RunReconciler) startEstimate(ctx context.Context, cq *kueue.ClusterQueue, holding []runs.Slot, waiting []*kueue.Workload, now time.Time) time.Time {
 	q := runs.GPUQueue(cq)
 	q.Running = holding
-	for _, w := range waiting {
-		slot := runs.Slot{Run: w.Namespace + "/" + w.Name, GPUs: runs.WorkloadGPUs(w)}
-		if limit, _, ok := r.deadline(ctx, w); ok {
-			slot.Limit = limit
-		}
-		q.Waiting = append(q.Waiting, slot)
+	q.Waiting = make([]runs.Slot, len(waiting))
+	for i, w := range waiting {
+		q.Waiting[i] = r.waitingSlot(ctx, w)
 	}
 	starts := runs.Estimate(*q)
 	last := starts[len(starts)-1]
-	if q.Waiting[len(q.Waiting)-1].GPUs == 0 || last.Never != "" || last.Unknown != "" || last.In < time.Minute {
+	if q.Waiting[len(q.Waiting)-1].GPUs == 0 || !last.Known() || last.In < time.Minute {
 		return time.Time{}
 	}
 	return now.Add(last.In)
+}
+
+// waitingKept is how many waiting workloads' slots are kept.
+const waitingKept = 16384
+
+// waitingSlot is waiting workload w as the estimate sees it: its GPUs and
+// time limit, kept by its UID once read. Every queued run estimates its
+// start from all the runs ahead of it, and neither a Workload's pods nor
+// its Job's limit change once made, so each is read from the cache once,
+// not at every look of every run behind it
+// (BenchmarkEstimatingAThousandPendingRuns).
+func (r *RunReconciler) waitingSlot(ctx context.Context, w *kueue.Workload) runs.Slot {
+	r.waitingInit.Do(func() { r.waiting = lru.New(waitingKept) })
+	if s, ok := r.waiting.Get(w.UID); ok {
+		return s.(runs.Slot)
+	}
+	s := runs.Slot{Run: w.Namespace + "/" + w.Name, GPUs: runs.WorkloadGPUs(w)}
+	limit, _, ok := r.deadline(ctx, w)
+	if ok { // a Job not in the cache yet is read again next time
+		s.Limit = limit
+		r.waiting.Add(w.UID, s)
+	}
+	return s
 }
 
 // feeding names the LocalQueues that feed a ClusterQueue, by namespace.
@@ -279,28 +297,5 @@ func (r *RunReconciler) deadline(ctx context.Context, w *kueue.Workload) (time.D
 	if owner == nil {
 		return 0, nil, false
 	}
-	key := types.NamespacedName{Namespace: w.Namespace, Name: owner.Name}
-	var limit *int64
-	var start *metav1.Time
-	switch owner.Kind {
-	case "Job":
-		j := &batchv1.Job{}
-		if r.Get(ctx, key, j, client.UnsafeDisableDeepCopy) != nil {
-			return 0, nil, false
-		}
-		limit, start = j.Spec.ActiveDeadlineSeconds, j.Status.StartTime
-	case "RayJob":
-		j := &rayv1.RayJob{}
-		if r.Get(ctx, key, j, client.UnsafeDisableDeepCopy) != nil {
-			return 0, nil, false
-		}
-		if d := j.Spec.ActiveDeadlineSeconds; d != nil {
-			limit = ptr.To(int64(*d))
-		}
-		start = j.Status.StartTime
-	}
-	if limit == nil {
-		return 0, nil, false
-	}
-	return time.Duration(*limit) * time.Second, start, true
+	return runs.TimeLimit(ctx, r.Client, w.Namespace, owner.Kind, owner.Name, client.UnsafeDisableDeepCopy)
 }

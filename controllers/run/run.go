@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -28,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/lru"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -106,6 +108,9 @@ type RunReconciler struct {
 	planned   *shared.Memo[types.UID, plannedLimits]    // see limits
 
 	statusWrites *shared.Memo[types.NamespacedName, time.Time] // see detailWait
+
+	waiting     *lru.Cache // see waitingSlot
+	waitingInit sync.Once
 }
 
 // SourceArchiver builds a run's source archive and says where pods fetch it.

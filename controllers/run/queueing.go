@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
@@ -96,8 +97,9 @@ func (r *RunReconciler) startEstimate(ctx context.Context, cq *kueue.ClusterQueu
 	q := runs.GPUQueue(cq)
 	q.Running = holding
 	q.Waiting = make([]runs.Slot, len(waiting))
+	kept := r.waitingSlots()
 	for i, w := range waiting {
-		q.Waiting[i] = r.waitingSlot(ctx, w)
+		q.Waiting[i] = r.waitingSlot(ctx, kept, w)
 	}
 	starts := runs.Estimate(*q)
 	last := starts[len(starts)-1]
@@ -110,22 +112,36 @@ func (r *RunReconciler) startEstimate(ctx context.Context, cq *kueue.ClusterQueu
 // waitingKept is how many waiting workloads' slots are kept.
 const waitingKept = 16384
 
+// waitingInit guards the creation of a reconciler's kept waiting slots on
+// first use, so a reconciler built as a struct literal needs no
+// constructor.
+var waitingInit sync.Mutex
+
+// waitingSlots is the reconciler's kept waiting slots (waitingSlot).
+func (r *RunReconciler) waitingSlots() *lru.Cache {
+	waitingInit.Lock()
+	defer waitingInit.Unlock()
+	if r.waiting == nil {
+		r.waiting = lru.New(waitingKept)
+	}
+	return r.waiting
+}
+
 // waitingSlot is waiting workload w as the estimate sees it: its GPUs and
-// time limit, kept by its UID once read. Every queued run estimates its
+// time limit, kept in kept by its UID once read. Every queued run estimates its
 // start from all the runs ahead of it, and neither a Workload's pods nor
 // its Job's limit change once made, so each is read from the cache once,
 // not at every look of every run behind it
 // (BenchmarkEstimatingAThousandPendingRuns).
-func (r *RunReconciler) waitingSlot(ctx context.Context, w *kueue.Workload) runs.Slot {
-	r.waitingInit.Do(func() { r.waiting = lru.New(waitingKept) })
-	if s, ok := r.waiting.Get(w.UID); ok {
+func (r *RunReconciler) waitingSlot(ctx context.Context, kept *lru.Cache, w *kueue.Workload) runs.Slot {
+	if s, ok := kept.Get(w.UID); ok {
 		return s.(runs.Slot)
 	}
 	s := runs.Slot{Run: w.Namespace + "/" + w.Name, GPUs: runs.WorkloadGPUs(w)}
 	limit, _, ok := r.deadline(ctx, w)
 	if ok { // a Job not in the cache yet is read again next time
 		s.Limit = limit
-		r.waiting.Add(w.UID, s)
+		kept.Add(w.UID, s)
 	}
 	return s
 }

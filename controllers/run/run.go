@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -109,8 +108,7 @@ type RunReconciler struct {
 
 	statusWrites *shared.Memo[types.NamespacedName, time.Time] // see detailWait
 
-	waiting     *lru.Cache // see waitingSlot
-	waitingInit sync.Once
+	waiting *lru.Cache // see waitingSlots
 }
 
 // SourceArchiver builds a run's source archive and says where pods fetch it.

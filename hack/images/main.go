@@ -174,7 +174,8 @@ func verify(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "%s: %v\n", s.Name, err)
 			continue
 		}
-		fmt.Fprintf(stdout, "%s@%s: signed; provenance: commit %.12s, %s, %d Go modules\n", v.Ref, v.Digest, v.Revision, v.GoVersion, v.Modules)
+		fmt.Fprintf(stdout, "%s@%s: signed; provenance: commit %.12s, %s, %d Go modules; SBOM: %d packages\n",
+			v.Ref, v.Digest, v.Revision, v.GoVersion, v.Modules, v.Packages)
 	}
 	if len(failed) > 0 {
 		return fmt.Errorf("not verified: %s", strings.Join(failed, ", "))
@@ -211,7 +212,7 @@ func publish(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "pushed %s (signature and provenance beside it)\n", p.Ref())
+		fmt.Fprintf(stdout, "pushed %s (signature, provenance and SBOM beside it)\n", p.Ref())
 		pushed = append(pushed, p)
 	}
 	version := *chartVersion

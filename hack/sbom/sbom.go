@@ -24,6 +24,7 @@ import (
 	spdxjson "github.com/spdx/tools-golang/json"
 	"github.com/spdx/tools-golang/spdx"
 	"github.com/spdx/tools-golang/spdx/v2/common"
+	"github.com/spdx/tools-golang/spdxlib"
 )
 
 // Creator is the tool the documents name as their creator.
@@ -229,6 +230,41 @@ func GoPURL(path, version string) string {
 	return "pkg:golang/" + strings.Join(segs, "/") + "@" + escape(version)
 }
 
+// OCIPURL is an image's package URL: pkg:oci/<name>@sha256%3A<digest>,
+// qualified by the repository it was built for and its tag, as the purl
+// spec's oci type asks (the digest, not the tag, names the image).
+func OCIPURL(name, sha256, repository, tag string) string {
+	u := "pkg:oci/" + escape(strings.ToLower(name)) + "@" + escape("sha256:"+sha256)
+	var q []string
+	if repository != "" {
+		q = append(q, "repository_url="+escapeQualifier(repository))
+	}
+	if tag != "" {
+		q = append(q, "tag="+escapeQualifier(tag))
+	}
+	if len(q) > 0 {
+		u += "?" + strings.Join(q, "&")
+	}
+	return u
+}
+
+// Described is the one package a document DESCRIBES: the artifact.
+func Described(doc *spdx.Document) (*spdx.Package, error) {
+	ids, err := spdxlib.GetDescribedPackageIDs(doc)
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) != 1 {
+		return nil, fmt.Errorf("sbom: the document describes %d packages, want one", len(ids))
+	}
+	for _, p := range doc.Packages {
+		if p.PackageSPDXIdentifier == ids[0] {
+			return p, nil
+		}
+	}
+	return nil, fmt.Errorf("sbom: the described package %s is not in the document", ids[0])
+}
+
 // DebianPURL is a Debian package's package URL: pkg:deb/debian/<name>@<version>.
 func DebianPURL(name, version string) string {
 	return "pkg:deb/debian/" + escape(name) + "@" + escape(version)
@@ -248,6 +284,21 @@ func escape(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// escapeQualifier percent-encodes a purl qualifier's value as escape does,
+// but leaves the slashes and colons of a repository URL, as the purl
+// spec's examples write them (repository_url=gcr.io/distroless/static).
+func escapeQualifier(s string) string {
+	segs := strings.Split(s, "/")
+	for i, seg := range segs {
+		parts := strings.Split(seg, ":")
+		for j, p := range parts {
+			parts[j] = escape(p)
+		}
+		segs[i] = strings.Join(parts, ":")
+	}
+	return strings.Join(segs, "/")
 }
 
 func sortedModules(ms []Module) []Module {

@@ -146,3 +146,42 @@ func TestFromBuildInfoListsWhatWasLinked(t *testing.T) {
 		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
+
+// TestOCIPURLNamesTheImageByDigest: the repository and tag are qualifiers,
+// their slashes and a registry port's colon kept, anything else escaped.
+func TestOCIPURLNamesTheImageByDigest(t *testing.T) {
+	tests := map[string]struct {
+		name, repository, tag string
+		want                  string
+	}{
+		"a published image": {"tau", "ghcr.io/taugrid/tau", "v1.2.3",
+			"pkg:oci/tau@sha256%3A" + digest + "?repository_url=ghcr.io/taugrid/tau&tag=v1.2.3"},
+		"a registry on a port, a tag with a plus": {"tau-controller", "127.0.0.1:5000/taugrid/tau-controller", "v1.2.3+rc.1",
+			"pkg:oci/tau-controller@sha256%3A" + digest + "?repository_url=127.0.0.1:5000/taugrid/tau-controller&tag=v1.2.3%2Brc.1"},
+		"no repository, no tag": {"tau", "", "", "pkg:oci/tau@sha256%3A" + digest},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			if got := OCIPURL(tc.name, digest, tc.repository, tc.tag); got != tc.want {
+				t.Errorf("OCIPURL = %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDescribedIsTheArtifact: a reader of a document finds the artifact it
+// is about, and a document about two things is refused.
+func TestDescribedIsTheArtifact(t *testing.T) {
+	doc, err := spdxjson.Read(bytes.NewReader(write(t, image())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Described(doc)
+	if err != nil || p.PackageName != "tau-nodeagent" || p.PackageVersion != "v1.2.3" || p.PackageChecksums[0].Value != digest {
+		t.Fatalf("Described = %+v, %v; want tau-nodeagent v1.2.3", p, err)
+	}
+	doc.Relationships = append(doc.Relationships, relate("DOCUMENT", "DESCRIBES", doc.Packages[1].PackageSPDXIdentifier))
+	if _, err := Described(doc); err == nil || !strings.Contains(err.Error(), "describes 2 packages") {
+		t.Errorf("a document describing two packages: %v, want a refusal", err)
+	}
+}

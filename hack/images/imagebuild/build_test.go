@@ -162,7 +162,7 @@ func filesOf(t *testing.T, img v1.Image, at time.Time) map[string]*tar.Header {
 }
 
 // TestVerifyChecksTheSignatureAndTheProvenance: the layouts verify with the
-// build's key, and not with another one.
+// build's key (signature, provenance and SBOM), and not with another one.
 func TestVerifyChecksTheSignatureAndTheProvenance(t *testing.T) {
 	o, built := first(t)
 	other := must(ecdsa.GenerateKey(elliptic.P256(), rand.Reader))
@@ -172,7 +172,8 @@ func TestVerifyChecksTheSignatureAndTheProvenance(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", b.Ref, err)
 		}
-		if v.Ref != Repository(b.Ref) || v.Digest != b.Digest || v.Revision != o.Source.Revision || !strings.HasPrefix(v.GoVersion, "go1.") || v.Modules < 10 {
+		if v.Ref != Repository(b.Ref) || v.Digest != b.Digest || v.Revision != o.Source.Revision || !strings.HasPrefix(v.GoVersion, "go1.") ||
+			v.Modules < 10 || v.Packages < v.Modules {
 			t.Errorf("%s: verified %+v", b.Ref, v)
 		}
 		if _, err := Verify(dir, o.Tag, &other.PublicKey); err == nil || !strings.Contains(err.Error(), "does not verify") {

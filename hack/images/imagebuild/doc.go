@@ -7,6 +7,6 @@
 // builds of one commit give the same digests. The images of all platforms
 // form one OCI index per image, written as an OCI layout and an OCI archive,
 // and the index digest is signed (cosign's simple-signing format) and given
-// an in-toto SLSA provenance statement, both stored beside it in the layout
-// as cosign stores them in a registry.
+// two in-toto statements, a SLSA provenance and an SPDX SBOM (hack/sbom),
+// all stored beside it in the layout as cosign stores them in a registry.
 package imagebuild

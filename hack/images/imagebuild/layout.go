@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
 )
@@ -20,8 +21,8 @@ const RefName = "org.opencontainers.image.ref.name"
 func LayoutDir(out, name string) string { return filepath.Join(out, "oci", name) }
 
 // Write writes each image's OCI layout under out: the index named by its
-// tag, its signature and its provenance attestation named by cosign's
-// tags, and a summary (images.json) of digests and sizes.
+// tag, its signature and its attestations (SLSA provenance and SPDX SBOM)
+// named by cosign's tags, and a summary (images.json) of digests and sizes.
 func Write(ctx context.Context, o Options, built []*Built, key *ecdsa.PrivateKey) error {
 	for _, b := range built {
 		if err := writeOne(ctx, o, b, key); err != nil {
@@ -47,11 +48,7 @@ func writeOne(ctx context.Context, o Options, b *Built, key *ecdsa.PrivateKey) e
 	if err != nil {
 		return err
 	}
-	statement, err := provenance(ctx, b, o.Source, o.Platforms)
-	if err != nil {
-		return err
-	}
-	att, err := attestationImage(statement, key, o.Source.Time)
+	att, err := attestations(ctx, o, b, key)
 	if err != nil {
 		return err
 	}
@@ -59,6 +56,20 @@ func writeOne(ctx context.Context, o Options, b *Built, key *ecdsa.PrivateKey) e
 		return err
 	}
 	return p.AppendImage(att, layout.WithAnnotations(map[string]string{RefName: SignatureTag(b.Digest, "att")}))
+}
+
+// attestations is b's attestation artifact: its SLSA provenance, then its
+// SPDX SBOM, both signed by key.
+func attestations(ctx context.Context, o Options, b *Built, key *ecdsa.PrivateKey) (v1.Image, error) {
+	prov, err := provenance(ctx, b, o.Source, o.Platforms)
+	if err != nil {
+		return nil, err
+	}
+	bom, err := sbomStatement(ctx, b, o.Source, o.Tag)
+	if err != nil {
+		return nil, err
+	}
+	return attestationImage(key, o.Source.Time, attestation{SLSAProvenance, prov}, attestation{SPDXDocument, bom})
 }
 
 // Summary is images.json: what a release notes and the chart pins.

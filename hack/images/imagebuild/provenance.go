@@ -72,8 +72,7 @@ type BinaryBuild struct {
 // provenance is b's statement: the commit, each binary's Go version and
 // settings, the module graph linked in and the Debian packages copied.
 func provenance(ctx context.Context, b *Built, src Source, platforms []Platform) ([]byte, error) {
-	st := Statement{Type: InTotoStatement, PredicateType: SLSAProvenance,
-		Subject: []Descriptor{{Name: Repository(b.Ref), Digest: map[string]string{b.Digest.Algorithm: b.Digest.Hex}}}}
+	st := Statement{Type: InTotoStatement, PredicateType: SLSAProvenance, Subject: subjects(b)}
 	p := &st.Predicate
 	p.RunDetails.Builder.ID = "https://github.com/taugrid/taugrid/hack/images"
 	bd := &p.BuildDefinition
@@ -83,11 +82,9 @@ func provenance(ctx context.Context, b *Built, src Source, platforms []Platform)
 	for _, pl := range platforms {
 		bd.ExternalParameters.Platforms = append(bd.ExternalParameters.Platforms, pl.String())
 	}
-	bd.InternalParameters = InternalParameters{SourceDateEpoch: src.Time.Unix(), Debian: map[string]string{}}
+	bd.InternalParameters = InternalParameters{SourceDateEpoch: src.Time.Unix(), Debian: debianPackages(ctx, b)}
 	deps := map[string]Descriptor{}
-	pkgs := []string{"ca-certificates"}
 	for _, bp := range b.Platforms {
-		st.Subject = append(st.Subject, Descriptor{Name: Repository(b.Ref), Digest: map[string]string{bp.Digest.Algorithm: bp.Digest.Hex}})
 		info := bp.binary.info
 		bb := BinaryBuild{Platform: bp.Platform.String(), GoVersion: info.GoVersion, Path: info.Path, Settings: map[string]string{}}
 		for _, s := range info.Settings {
@@ -100,16 +97,10 @@ func provenance(ctx context.Context, b *Built, src Source, platforms []Platform)
 			}
 			deps[m.Path+"@"+m.Version] = Descriptor{URI: "pkg:golang/" + m.Path + "@" + m.Version, Digest: map[string]string{"dirHash": m.Sum}}
 		}
-		if bp.glibc != "" {
-			pkgs = append(pkgs, bp.glibc)
-		}
 	}
 	bd.ResolvedDependencies = append(bd.ResolvedDependencies, bd.ExternalParameters.Source)
 	for _, k := range sortedKeys(deps) {
 		bd.ResolvedDependencies = append(bd.ResolvedDependencies, deps[k])
-	}
-	for _, pkg := range pkgs {
-		bd.InternalParameters.Debian[pkg] = debVersion(ctx, pkg)
 	}
 	return json.Marshal(st)
 }

@@ -27,8 +27,9 @@ type Pushed struct {
 func (p Pushed) Ref() string { return p.Repo + "@" + p.Digest.String() }
 
 // Push pushes image name's layout under out to registry: the index under
-// tag, and its signature and provenance under cosign's tags beside it, so
-// `cosign verify` and `cosign verify-attestation` find them. The layout
+// tag, and its signature and attestations (provenance and SBOM) under
+// cosign's tags beside it, so `cosign verify` and `cosign
+// verify-attestation` find them. The layout
 // must have been built for registry: its signature names the repository.
 func Push(ctx context.Context, out, registry, name, tag string) (Pushed, error) {
 	repo := registry + "/" + name

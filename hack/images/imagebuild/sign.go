@@ -79,29 +79,47 @@ func signatureFor(repo string, digest v1.Hash, key *ecdsa.PrivateKey, revision s
 	if err != nil {
 		return nil, err
 	}
-	return artifact(payload, SimpleSigningType, map[string]string{SignatureAnnotation: sig}, at)
+	return artifact(at, mutate.Addendum{Layer: static.NewLayer(payload, SimpleSigningType), Annotations: map[string]string{SignatureAnnotation: sig}})
 }
 
-// attestationImage is b's provenance as cosign stores an attestation: a
-// DSSE envelope around the in-toto statement.
-func attestationImage(statement []byte, key *ecdsa.PrivateKey, at time.Time) (v1.Image, error) {
+// attestation is an in-toto statement and its predicate's type.
+type attestation struct {
+	predicateType string
+	statement     []byte
+}
+
+// attestationImage is b's attestations as cosign stores them: one layer
+// per statement, each a DSSE envelope around it, as `cosign attest` adds
+// them one after another.
+func attestationImage(key *ecdsa.PrivateKey, at time.Time, atts ...attestation) (v1.Image, error) {
+	var layers []mutate.Addendum
+	for _, a := range atts {
+		env, err := SignEnvelope(key, a.statement)
+		if err != nil {
+			return nil, err
+		}
+		// cosign reads every layer of an attestation as a signature: the
+		// signature annotation must be there, empty (the envelope holds it).
+		layers = append(layers, mutate.Addendum{Layer: static.NewLayer(env, DSSEType),
+			Annotations: map[string]string{PredicateAnnotation: a.predicateType, SignatureAnnotation: ""}})
+	}
+	return artifact(at, layers...)
+}
+
+// SignEnvelope is an in-toto statement in a DSSE envelope signed by key,
+// as JSON.
+func SignEnvelope(key *ecdsa.PrivateKey, statement []byte) ([]byte, error) {
 	sig, err := signBlob(key, pae(InTotoPayloadType, statement))
 	if err != nil {
 		return nil, err
 	}
-	env, err := json.Marshal(Envelope{PayloadType: InTotoPayloadType, Payload: base64.StdEncoding.EncodeToString(statement),
+	return json.Marshal(Envelope{PayloadType: InTotoPayloadType, Payload: base64.StdEncoding.EncodeToString(statement),
 		Signatures: []EnvelopeSignature{{Sig: sig}}})
-	if err != nil {
-		return nil, err
-	}
-	// cosign reads every layer of an attestation as a signature: the
-	// signature annotation must be there, empty (the envelope holds it).
-	return artifact(env, DSSEType, map[string]string{PredicateAnnotation: SLSAProvenance, SignatureAnnotation: ""}, at)
 }
 
-func artifact(body []byte, mt types.MediaType, annotations map[string]string, at time.Time) (v1.Image, error) {
+func artifact(at time.Time, layers ...mutate.Addendum) (v1.Image, error) {
 	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
-	img, err := mutate.Append(img, mutate.Addendum{Layer: static.NewLayer(body, mt), Annotations: annotations})
+	img, err := mutate.Append(img, layers...)
 	if err != nil {
 		return nil, err
 	}

@@ -21,13 +21,15 @@ type Verified struct {
 	Revision  string
 	GoVersion string
 	Modules   int // Go modules the provenance names
+	Packages  int // packages the SBOM lists
 }
 
 // Verify checks the layout at dir as an admission policy would, and more:
 // the index under tag is signed by pub for its repository, its provenance
 // attestation is signed by pub, names the index and the commit its labels
-// name, a Go version and the module graph, and every platform's image runs
-// as 65532:65532 with the same revision label.
+// name, a Go version and the module graph, its SBOM attestation is signed
+// by pub and describes the index under its name and tag, and every
+// platform's image runs as 65532:65532 with the same revision label.
 func Verify(dir, tag string, pub *ecdsa.PublicKey) (*Verified, error) {
 	p, err := layout.FromPath(dir)
 	if err != nil {
@@ -60,7 +62,14 @@ func Verify(dir, tag string, pub *ecdsa.PublicKey) (*Verified, error) {
 	if err := v.checkSignature(top, named, pub); err != nil {
 		return nil, err
 	}
-	return v, v.checkProvenance(top, named, pub)
+	atts, err := v.attestations(top, named, pub)
+	if err != nil {
+		return nil, err
+	}
+	if err := v.checkProvenance(atts[SLSAProvenance]); err != nil {
+		return nil, err
+	}
+	return v, v.checkSBOM(atts[SPDXDocument], tag)
 }
 
 // checkIndex reads the revision and checks every platform's config.
@@ -90,42 +99,63 @@ func (v *Verified) checkIndex(idx v1.ImageIndex) error {
 	return nil
 }
 
-// artifactLayer is the single layer of the artifact tagged tag, and its
-// annotations.
-func artifactLayer(top v1.ImageIndex, named map[string]v1.Hash, tag string, mt string) ([]byte, map[string]string, error) {
+// layerBody is one layer of a signature or attestation artifact.
+type layerBody struct {
+	body        []byte
+	annotations map[string]string
+}
+
+// artifactLayers are the layers of the artifact tagged tag, each of media
+// type mt.
+func artifactLayers(top v1.ImageIndex, named map[string]v1.Hash, tag string, mt string) ([]layerBody, error) {
 	d, ok := named[tag]
 	if !ok {
-		return nil, nil, fmt.Errorf("no %s: the image is not signed (want the tag %s)", mt, tag)
+		return nil, fmt.Errorf("no %s: the image is not signed (want the tag %s)", mt, tag)
 	}
 	img, err := top.Image(d)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	m, err := img.Manifest()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if len(m.Layers) != 1 || string(m.Layers[0].MediaType) != mt {
-		return nil, nil, fmt.Errorf("%s: want one layer of %s", tag, mt)
+	var out []layerBody
+	for _, desc := range m.Layers {
+		if string(desc.MediaType) != mt {
+			return nil, fmt.Errorf("%s: a layer of %s, want %s", tag, desc.MediaType, mt)
+		}
+		body, err := layerBytes(img, desc.Digest)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, layerBody{body: body, annotations: desc.Annotations})
 	}
-	l, err := img.LayerByDigest(m.Layers[0].Digest)
+	return out, nil
+}
+
+func layerBytes(img v1.Image, d v1.Hash) ([]byte, error) {
+	l, err := img.LayerByDigest(d)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	rc, err := l.Uncompressed()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer rc.Close()
-	body, err := io.ReadAll(rc)
-	return body, m.Layers[0].Annotations, err
+	return io.ReadAll(rc)
 }
 
 func (v *Verified) checkSignature(top v1.ImageIndex, named map[string]v1.Hash, pub *ecdsa.PublicKey) error {
-	payload, ann, err := artifactLayer(top, named, SignatureTag(v.Digest, "sig"), string(SimpleSigningType))
+	layers, err := artifactLayers(top, named, SignatureTag(v.Digest, "sig"), string(SimpleSigningType))
 	if err != nil {
 		return err
 	}
+	if len(layers) != 1 {
+		return fmt.Errorf("the signature of %s has %d layers, want one", v.Digest, len(layers))
+	}
+	payload, ann := layers[0].body, layers[0].annotations
 	if !verifyBlob(pub, payload, ann[SignatureAnnotation]) {
 		return fmt.Errorf("the signature of %s does not verify with this public key", v.Digest)
 	}
@@ -140,21 +170,49 @@ func (v *Verified) checkSignature(top v1.ImageIndex, named map[string]v1.Hash, p
 	return nil
 }
 
-func (v *Verified) checkProvenance(top v1.ImageIndex, named map[string]v1.Hash, pub *ecdsa.PublicKey) error {
-	body, ann, err := artifactLayer(top, named, SignatureTag(v.Digest, "att"), string(DSSEType))
+// attestations are the signed statements of the image's attestation
+// artifact, by predicate type; one that does not verify with pub is an
+// error, as is a predicate type twice.
+func (v *Verified) attestations(top v1.ImageIndex, named map[string]v1.Hash, pub *ecdsa.PublicKey) (map[string][]byte, error) {
+	layers, err := artifactLayers(top, named, SignatureTag(v.Digest, "att"), string(DSSEType))
 	if err != nil {
-		return err
+		return nil, err
 	}
+	out := map[string][]byte{}
+	for _, l := range layers {
+		pt := l.annotations[PredicateAnnotation]
+		statement, err := openEnvelope(l.body, pub)
+		if err != nil {
+			return nil, fmt.Errorf("the %s attestation: %w", pt, err)
+		}
+		if _, twice := out[pt]; twice {
+			return nil, fmt.Errorf("two %s attestations", pt)
+		}
+		out[pt] = statement
+	}
+	return out, nil
+}
+
+// openEnvelope is the in-toto statement a DSSE envelope holds, if pub
+// signed it.
+func openEnvelope(body []byte, pub *ecdsa.PublicKey) ([]byte, error) {
 	var env Envelope
 	if err := json.Unmarshal(body, &env); err != nil {
-		return fmt.Errorf("the attestation: %w", err)
+		return nil, err
 	}
 	statement, err := base64.StdEncoding.DecodeString(env.Payload)
-	if err != nil || ann[PredicateAnnotation] != SLSAProvenance || env.PayloadType != InTotoPayloadType || len(env.Signatures) == 0 {
-		return fmt.Errorf("the attestation is no signed in-toto SLSA provenance (%q, %q)", env.PayloadType, ann[PredicateAnnotation])
+	if err != nil || env.PayloadType != InTotoPayloadType || len(env.Signatures) == 0 {
+		return nil, fmt.Errorf("no signed in-toto statement (%q)", env.PayloadType)
 	}
 	if !verifyBlob(pub, pae(env.PayloadType, statement), env.Signatures[0].Sig) {
-		return errors.New("the provenance's signature does not verify with this public key")
+		return nil, errors.New("the signature does not verify with this public key")
+	}
+	return statement, nil
+}
+
+func (v *Verified) checkProvenance(statement []byte) error {
+	if statement == nil {
+		return errors.New("no SLSA provenance attestation")
 	}
 	var st Statement
 	if err := json.Unmarshal(statement, &st); err != nil {
@@ -164,9 +222,8 @@ func (v *Verified) checkProvenance(top v1.ImageIndex, named map[string]v1.Hash, 
 }
 
 func (v *Verified) checkStatement(st Statement) error {
-	subject := slices.ContainsFunc(st.Subject, func(d Descriptor) bool { return d.Digest[v.Digest.Algorithm] == v.Digest.Hex && d.Name == v.Ref })
 	bd := st.Predicate.BuildDefinition
-	if !subject || st.Type != InTotoStatement || st.PredicateType != SLSAProvenance {
+	if !v.about(st.Subject) || st.Type != InTotoStatement || st.PredicateType != SLSAProvenance {
 		return fmt.Errorf("the provenance is not about %s@%s", v.Ref, v.Digest)
 	}
 	if got := bd.ExternalParameters.Source.Digest["gitCommit"]; got != v.Revision {
@@ -187,4 +244,10 @@ func (v *Verified) checkStatement(st Statement) error {
 		return errors.New("the provenance names no binary or no Go module")
 	}
 	return nil
+}
+
+// about says whether a statement's subjects name the index, in its
+// repository.
+func (v *Verified) about(subjects []Descriptor) bool {
+	return slices.ContainsFunc(subjects, func(d Descriptor) bool { return d.Digest[v.Digest.Algorithm] == v.Digest.Hex && d.Name == v.Ref })
 }

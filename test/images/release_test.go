@@ -35,9 +35,11 @@ import (
 // TestAPublishedReleaseIsVerifiedByCosignAndInstalledByHelm is a platform
 // team's install, from a registry, with the tools they trust: make publish
 // pushes both platforms' images and the chart to a real registry
-// (distribution), the real cosign verifies every image's signature and
-// provenance and the chart's signature with the release's public key and
-// refuses a tampered image, a tampered chart and another key; Helm installs
+// (distribution), the real cosign verifies every image's signature,
+// provenance and SPDX SBOM (which describes the image by name, tag and
+// digest) and the chart's signature with the release's public key and
+// refuses a tampered image, a tampered chart, an SBOM changed or signed
+// with another key, and another key; Helm installs
 // the chart from oci:// into a real API server, and the workloads it
 // creates name the pushed images by digest; podman pulls the tau image and
 // runs tau version.
@@ -77,6 +79,12 @@ func TestAPublishedReleaseIsVerifiedByCosignAndInstalledByHelm(t *testing.T) {
 			t.Errorf("cosign verify-attestation %s: %v\n%s", ref, err, o)
 		} else if pt := predicateType(t, o); pt != "https://slsa.dev/provenance/v1" {
 			t.Errorf("cosign verified %s's attestation of predicate %q, want SLSA provenance v1", ref, pt)
+		}
+		o, err = verify("verify-attestation", "--key", pub, "--type", "spdxjson", ref)
+		if err != nil {
+			t.Errorf("cosign verify-attestation --type spdxjson %s: %v\n%s", ref, err, o)
+		} else {
+			checkSBOM(t, img, tag, digest, statementOf(t, o))
 		}
 	}
 	chartRef := repo + "/taugrid:" + version
@@ -133,6 +141,41 @@ func TestAPublishedReleaseIsVerifiedByCosignAndInstalledByHelm(t *testing.T) {
 		"verify", "--key", otherPub, repo+"/tau@"+pushed["tau"])
 	refused("verify-attestation of the tau image with another key", "no matching attestations",
 		"verify-attestation", "--key", otherPub, "--type", "slsaprovenance1", repo+"/tau@"+pushed["tau"])
+	// An SBOM changed after signing (hiding a module, say), or signed with
+	// another key: cosign trusts the provenance beside it and no SBOM.
+	tauRef := repo + "/tau@" + pushed["tau"]
+	hide := func(statement []byte) []byte {
+		return []byte(strings.Replace(string(statement), `"name":"github.com/spf13/cobra"`, `"name":"github.com/spf13/cobra-hidden"`, 1))
+	}
+	other, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, reseal := range map[string]func(env imagebuild.Envelope, statement []byte) []byte{
+		"changed after signing": func(env imagebuild.Envelope, statement []byte) []byte {
+			env.Payload = base64.StdEncoding.EncodeToString(hide(statement))
+			data, err := json.Marshal(env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return data
+		},
+		"signed with another key": func(_ imagebuild.Envelope, statement []byte) []byte {
+			data, err := imagebuild.SignEnvelope(other, hide(statement))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return data
+		},
+	} {
+		restore := replaceSBOM(t, repo+"/tau", pushed["tau"], reseal)
+		refused("verify-attestation --type spdxjson of the tau image with an SBOM "+what,
+			"none of the attestations matched the predicate type: spdxjson, found: https://slsa.dev/provenance/v1",
+			"verify-attestation", "--key", pub, "--type", "spdxjson", tauRef)
+		restore()
+	}
+	refused("verify-attestation --type spdxjson of the tau image with another key", "no matching attestations",
+		"verify-attestation", "--key", otherPub, "--type", "spdxjson", tauRef)
 	t.Logf("the release test took %s", time.Since(start).Round(time.Second))
 }
 
@@ -334,9 +377,9 @@ func tamperChart(t *testing.T, repo, version string) {
 	}
 }
 
-// predicateType is the predicate of the in-toto statement in the DSSE
-// envelope cosign verify-attestation printed.
-func predicateType(t *testing.T, out string) string {
+// statementOf is the in-toto statement in the first DSSE envelope cosign
+// verify-attestation printed.
+func statementOf(t *testing.T, out string) []byte {
 	t.Helper()
 	i := strings.Index(out, `{"payloadType"`)
 	if i < 0 {
@@ -350,10 +393,17 @@ func predicateType(t *testing.T, out string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return payload
+}
+
+// predicateType is the predicate of the in-toto statement cosign
+// verify-attestation printed.
+func predicateType(t *testing.T, out string) string {
+	t.Helper()
 	var st struct {
 		PredicateType string `json:"predicateType"`
 	}
-	if err := json.Unmarshal(payload, &st); err != nil {
+	if err := json.Unmarshal(statementOf(t, out), &st); err != nil {
 		t.Fatal(err)
 	}
 	return st.PredicateType

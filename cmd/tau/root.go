@@ -28,6 +28,6 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(newInitCmd(), newValidateCmd(), newRenderCmd(), newSchemaCmd(), newRunCmd(), newStatusCmd(), newListCmd(), newCancelCmd(), newRetryCmd(), newResumeCmd(), newLogsCmd(), newDiagnoseCmd(), newQueueCmd(), newFetchSourceCmd(), newEvidenceCmd(), newAuditCmd(), newGCCmd(), newLoginCmd(), newLogoutCmd(), newVersionCmd())
+	root.AddCommand(newInitCmd(), newValidateCmd(), newRenderCmd(), newSchemaCmd(), newRunCmd(), newStatusCmd(), newListCmd(), newCancelCmd(), newRetryCmd(), newResumeCmd(), newLogsCmd(), newDiagnoseCmd(), newQueueCmd(), newPlatformCmd(), newFetchSourceCmd(), newEvidenceCmd(), newAuditCmd(), newGCCmd(), newLoginCmd(), newLogoutCmd(), newVersionCmd())
 	return root
 }

@@ -38,8 +38,8 @@ func TestRunOfReadsTheWorkloadAndFindsTheProfile(t *testing.T) {
 		profiles []string
 		gpus     int64
 	}{
-		"two nodes of eight GPUs are only h200-8's": {wl: workload(2, 8), profiles: []string{"h200-8"}, gpus: 16},
-		"one GPU fits either GPU profile team-a has": {wl: workload(1, 1), profiles: []string{"h200-1", "h200-8"}, gpus: 1},
+		"two nodes of eight GPUs are only h200-8's":           {wl: workload(2, 8), profiles: []string{"h200-8"}, gpus: 16},
+		"one GPU fits either GPU profile team-a has":          {wl: workload(1, 1), profiles: []string{"h200-1", "h200-8"}, gpus: 1},
 		"a run not submitted yet is known by its TauRun only": {},
 	}
 	for name, tc := range cases {

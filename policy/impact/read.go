@@ -7,6 +7,7 @@ import (
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/render"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -59,12 +60,11 @@ func workloadOf(ctx context.Context, c client.Reader, run *taugridv1.TauRun) (*k
 		return nil, nil
 	}
 	wl := &kueue.Workload{}
-	err := c.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: ws.Workload}, wl)
-	if client.IgnoreNotFound(err) != nil {
+	switch err := c.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: ws.Workload}, wl); {
+	case apierrors.IsNotFound(err):
+		return nil, nil // gone: the run is judged by its spec alone
+	case err != nil:
 		return nil, fmt.Errorf("reading the workload of run %s/%s: %w", run.Namespace, run.Name, err)
-	}
-	if err != nil {
-		return nil, nil
 	}
 	return wl, nil
 }

@@ -58,6 +58,34 @@ type TauPlatformStatus struct {
 	// LastPollTime is when the platform repo was last read.
 	// +optional
 	LastPollTime *metav1.Time `json:"lastPollTime,omitempty"`
+
+	// LastChange is what the last change of the policy in force did to
+	// the teams when it was applied: the impact preview of that push, so
+	// a change that skipped review is still explained. Absent until the
+	// policy in force changes once.
+	// +optional
+	LastChange *PolicyChange `json:"lastChange,omitempty"`
+}
+
+// PolicyChange is the impact preview of one change of the policy in force.
+type PolicyChange struct {
+	// From is the commit in force before; To the commit applied.
+	From string `json:"from"`
+	To   string `json:"to"`
+
+	// Summary is the preview in one line: runs stranded or refused on
+	// retry, quotas cut, nodes no flavor covers any more.
+	Summary string `json:"summary"`
+
+	// Stranded says queued runs could never start under the new policy;
+	// StrandedRuns names up to 20 of them, as namespace/name.
+	// +optional
+	Stranded bool `json:"stranded,omitempty"`
+	// +optional
+	StrandedRuns []string `json:"strandedRuns,omitempty"`
+
+	// Time is when the change was applied.
+	Time metav1.Time `json:"time"`
 }
 
 // +kubebuilder:object:root=true

@@ -202,6 +202,7 @@ func (r *PlatformReconciler) applyPolicy(ctx context.Context, p *taugridv1.TauPl
 		return err
 	}
 	objs, err := policy.LoadQueues(lp.Tree, lp.Policy)
+	declared := slices.Clone(objs) // the repo's own queues, before TauGrid adds to them
 	if err == nil {
 		err = policy.CheckTopologyNodes(ctx, r.Client, lp.Policy)
 	}
@@ -221,6 +222,7 @@ func (r *PlatformReconciler) applyPolicy(ctx context.Context, p *taugridv1.TauPl
 	if err != nil {
 		return err
 	}
+	r.explainChange(ctx, p, p.Status.Commit, commit, lp, declared)
 	p.Status.Commit, p.Status.PolicyDigest = commit, lp.Policy.Digest
 	msg := fmt.Sprintf("policy at %s applied: %d tenants, %d profiles, %d Kueue objects", shared.Short(commit), len(lp.Policy.Tenants), len(lp.Policy.Profiles), kueueObjects)
 	apimeta.RemoveStatusCondition(&p.Status.Conditions, taugridv1.ConditionStalled)

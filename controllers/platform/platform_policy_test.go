@@ -72,9 +72,11 @@ func TestPlatformPolicyBranches(t *testing.T) {
 			platform: platform().PlatformGeneration(2).InForce(sha("b")).Judged(sha("b"), 1).Obj(),
 			want:     applied, commit: sha("b"), events: []string{"Normal PolicyApplied"}, archives: 1, applies: 18,
 		},
+		// Two archives: b, and a for the change's impact preview, which a
+		// commit gone from git leaves out (platform_impact_test.go).
 		"a new commit is applied in place of the last": {
 			platform: goodA.Obj(),
-			want:     applied, commit: sha("b"), events: []string{"Normal PolicyApplied"}, archives: 1, applies: 18,
+			want:     applied, commit: sha("b"), events: []string{"Normal PolicyApplied"}, archives: 2, applies: 18,
 		},
 		"an archive over the size limit is refused; no policy is in force yet": {
 			platform:   platform().Obj(),
@@ -109,7 +111,7 @@ func TestPlatformPolicyBranches(t *testing.T) {
 			platform: goodA.Obj(),
 			edits:    map[string]string{"kueue/topology.yaml": fabric, "kueue/flavors.yaml": fabricFlavor},
 			objs:     []client.Object{h200Node("gpu-1", map[string]string{"example.com/rack": "r1"})},
-			want:     applied, commit: sha("b"), events: []string{"Normal PolicyApplied"}, archives: 1, applies: 20,
+			want:     applied, commit: sha("b"), events: []string{"Normal PolicyApplied"}, archives: 2, applies: 20,
 		},
 		"worker clusters on a controller that is no MultiKueue manager are refused": {
 			platform: goodA.Obj(),

@@ -14,11 +14,15 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// PullRequest is an open pull (or merge) request: its number and the
-// commit its head is at.
+// PullRequest is an open pull (or merge) request: its number, the commit
+// its head is at, and what its author wrote on it.
 type PullRequest struct {
 	Number int
 	Head   string
+	// Title and Body are as written (Body is GitLab's description).
+	Title, Body string
+	// Labels are the label names, in the forge's order; nil when none.
+	Labels []string
 }
 
 // HeadRef is where the forge keeps the request's head: refs/pull/<n>/head
@@ -74,7 +78,7 @@ func (g *gitHub) openPulls(ctx context.Context, owner, repo string, limit int) (
 			return nil, err
 		}
 		for _, pr := range prs {
-			out = append(out, PullRequest{Number: pr.GetNumber(), Head: pr.GetHead().GetSHA()})
+			out = append(out, gitHubPull(pr))
 		}
 		if resp.NextPage == 0 {
 			break
@@ -82,6 +86,16 @@ func (g *gitHub) openPulls(ctx context.Context, owner, repo string, limit int) (
 		opts.Page = resp.NextPage
 	}
 	return out[:min(len(out), limit)], nil
+}
+
+// gitHubPull is a pull request as go-github decodes it, in this package's
+// words.
+func gitHubPull(pr *github.PullRequest) PullRequest {
+	var labels []string
+	for _, l := range pr.Labels {
+		labels = append(labels, l.GetName())
+	}
+	return PullRequest{Number: pr.GetNumber(), Head: pr.GetHead().GetSHA(), Title: pr.GetTitle(), Body: pr.GetBody(), Labels: labels}
 }
 
 // restOpenPulls pages through Gitea's GET /api/v1/repos/{owner}/{repo}/pulls
@@ -112,17 +126,26 @@ func giteaPulls(ctx context.Context, c Config, owner, repo string, page, perPage
 	endpoint := fmt.Sprintf("%s/api/v1/repos/%s/%s/pulls?state=open&sort=newest&page=%d&limit=%d",
 		strings.TrimSuffix(c.APIURL, "/"), url.PathEscape(owner), url.PathEscape(repo), page, perPage)
 	var prs []struct {
-		Number int `json:"number"`
+		Number int    `json:"number"`
+		Title  string `json:"title"`
+		Body   string `json:"body"`
 		Head   struct {
 			SHA string `json:"sha"`
 		} `json:"head"`
+		Labels []struct {
+			Name string `json:"name"`
+		} `json:"labels"`
 	}
 	if err := getJSON(ctx, c, endpoint, &prs); err != nil {
 		return nil, err
 	}
 	out := make([]PullRequest, 0, len(prs))
 	for _, pr := range prs {
-		out = append(out, PullRequest{Number: pr.Number, Head: pr.Head.SHA})
+		var labels []string
+		for _, l := range pr.Labels {
+			labels = append(labels, l.Name)
+		}
+		out = append(out, PullRequest{Number: pr.Number, Head: pr.Head.SHA, Title: pr.Title, Body: pr.Body, Labels: labels})
 	}
 	return out, nil
 }
@@ -131,15 +154,21 @@ func gitLabPulls(ctx context.Context, c Config, owner, repo string, page, perPag
 	endpoint := fmt.Sprintf("%s/api/v4/projects/%s/merge_requests?state=opened&order_by=created_at&sort=desc&page=%d&per_page=%d",
 		strings.TrimSuffix(c.APIURL, "/"), url.PathEscape(owner+"/"+repo), page, perPage)
 	var mrs []struct {
-		IID int    `json:"iid"`
-		SHA string `json:"sha"`
+		IID         int      `json:"iid"`
+		SHA         string   `json:"sha"`
+		Title       string   `json:"title"`
+		Description string   `json:"description"`
+		Labels      []string `json:"labels"`
 	}
 	if err := getJSON(ctx, c, endpoint, &mrs); err != nil {
 		return nil, err
 	}
 	out := make([]PullRequest, 0, len(mrs))
 	for _, mr := range mrs {
-		out = append(out, PullRequest{Number: mr.IID, Head: mr.SHA})
+		if len(mr.Labels) == 0 {
+			mr.Labels = nil // as on the other forges
+		}
+		out = append(out, PullRequest{Number: mr.IID, Head: mr.SHA, Title: mr.Title, Body: mr.Description, Labels: mr.Labels})
 	}
 	return out, nil
 }

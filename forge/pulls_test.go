@@ -41,7 +41,8 @@ func pullsServer(t *testing.T, typ forge.Type) *httptest.Server {
 		}
 		var prs []map[string]any
 		for _, n := range nums {
-			prs = append(prs, map[string]any{"number": n, "head": map[string]any{"sha": fmt.Sprintf("%040d", n)}})
+			prs = append(prs, map[string]any{"number": n, "head": map[string]any{"sha": fmt.Sprintf("%040d", n)},
+				"title": title(n), "body": body(n), "labels": labelObjects(n)})
 		}
 		_ = json.NewEncoder(w).Encode(prs)
 	})
@@ -52,7 +53,8 @@ func pullsServer(t *testing.T, typ forge.Type) *httptest.Server {
 		}
 		var prs []map[string]any
 		for _, n := range page(r, "page", "limit") {
-			prs = append(prs, map[string]any{"number": n, "head": map[string]any{"sha": fmt.Sprintf("%040d", n)}})
+			prs = append(prs, map[string]any{"number": n, "head": map[string]any{"sha": fmt.Sprintf("%040d", n)},
+				"title": title(n), "body": body(n), "labels": labelObjects(n)})
 		}
 		_ = json.NewEncoder(w).Encode(prs)
 	})
@@ -63,13 +65,39 @@ func pullsServer(t *testing.T, typ forge.Type) *httptest.Server {
 		}
 		var mrs []map[string]any
 		for _, n := range page(r, "page", "per_page") {
-			mrs = append(mrs, map[string]any{"iid": n, "sha": fmt.Sprintf("%040d", n)})
+			mrs = append(mrs, map[string]any{"iid": n, "sha": fmt.Sprintf("%040d", n),
+				"title": title(n), "description": body(n), "labels": append([]string{}, labels(n)...)})
 		}
 		_ = json.NewEncoder(w).Encode(mrs)
 	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv
+}
+
+// title, body and labels are what pull request n carries: every third has
+// no labels (the forges then send [], which reads as nil), the rest one or two.
+func title(n int) string { return fmt.Sprintf("Change %d", n) }
+
+func body(n int) string { return fmt.Sprintf("Why change %d.\n\n<!-- tau: 1 -->", n) }
+
+func labels(n int) []string {
+	switch n % 3 {
+	case 0:
+		return nil
+	case 1:
+		return []string{"tau/preview"}
+	}
+	return []string{"tau/preview", "size/M"}
+}
+
+// labelObjects are n's labels as GitHub and Gitea send them.
+func labelObjects(n int) []map[string]any {
+	out := []map[string]any{}
+	for i, l := range labels(n) {
+		out = append(out, map[string]any{"id": 10 + i, "name": l, "color": "00aabb"})
+	}
+	return out
 }
 
 func TestOpenPullRequestsAreListedNewestFirstUpToALimit(t *testing.T) {
@@ -82,7 +110,8 @@ func TestOpenPullRequestsAreListedNewestFirstUpToALimit(t *testing.T) {
 			}
 			var want []forge.PullRequest
 			for n := 120; n > 50; n-- {
-				want = append(want, forge.PullRequest{Number: n, Head: fmt.Sprintf("%040d", n)})
+				want = append(want, forge.PullRequest{Number: n, Head: fmt.Sprintf("%040d", n),
+					Title: title(n), Body: body(n), Labels: labels(n)})
 			}
 			if d := cmp.Diff(want, got); d != "" {
 				t.Errorf("open pull requests (-want +got):\n%s", d)

@@ -93,3 +93,13 @@ func ctxErr(err error) error {
 	}
 	return err
 }
+
+// settle counts the call's quota and outcome and classifies its error.
+func (g *gitHub) settle(resp *github.Response, err error) error {
+	if resp != nil {
+		g.c.Metrics.quota(GitHub, resp.Header)
+	}
+	err = g.classify(resp, err)
+	g.c.Metrics.observe(GitHub, err)
+	return err
+}

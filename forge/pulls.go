@@ -38,6 +38,24 @@ func (p PullRequest) HeadRef(t Type) string {
 // requests, most recently created first. Forges keep the head refs of
 // closed ones for ever; this list is what is open now.
 func OpenPullRequests(ctx context.Context, c Config, owner, repo string, limit int) ([]PullRequest, error) {
+	c, err := ready(c)
+	if err != nil {
+		return nil, err
+	}
+	if c.Type == GitHub {
+		g, err := newGitHub(c)
+		if err != nil {
+			return nil, err
+		}
+		return g.openPulls(ctx, owner, repo, limit)
+	}
+	return restOpenPulls(ctx, c, owner, repo, limit)
+}
+
+// ready fills in c's HTTP client and clock, as New does, and refuses a
+// missing token, an unknown forge, and a Gitea or GitLab without an API
+// URL.
+func ready(c Config) (Config, error) {
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{Timeout: 15 * time.Second}
 	}
@@ -45,22 +63,18 @@ func OpenPullRequests(ctx context.Context, c Config, owner, repo string, limit i
 		c.Clock = clock.RealClock{}
 	}
 	if c.Token == "" {
-		return nil, &ConfigError{Msg: "no token"}
+		return c, &ConfigError{Msg: "no token"}
 	}
 	switch c.Type {
 	case GitHub:
-		g, err := newGitHub(c)
-		if err != nil {
-			return nil, err
-		}
-		return g.openPulls(ctx, owner, repo, limit)
+		return c, nil
 	case Gitea, GitLab:
 		if _, err := url.Parse(c.APIURL); err != nil || c.APIURL == "" {
-			return nil, &ConfigError{Msg: fmt.Sprintf("%s needs an API URL", c.Type)}
+			return c, &ConfigError{Msg: fmt.Sprintf("%s needs an API URL", c.Type)}
 		}
-		return restOpenPulls(ctx, c, owner, repo, limit)
+		return c, nil
 	}
-	return nil, &ConfigError{Msg: fmt.Sprintf("unknown forge type %q", c.Type)}
+	return c, &ConfigError{Msg: fmt.Sprintf("unknown forge type %q", c.Type)}
 }
 
 func (g *gitHub) openPulls(ctx context.Context, owner, repo string, limit int) ([]PullRequest, error) {
@@ -198,7 +212,7 @@ func getJSON(ctx context.Context, c Config, endpoint string, out any) error {
 	switch resp.StatusCode / 100 {
 	case 2:
 		if err = json.Unmarshal(raw, out); err != nil {
-			err = &APIError{Forge: c.Type, StatusCode: resp.StatusCode, Message: "the pull request list is not JSON"}
+			err = &APIError{Forge: c.Type, StatusCode: resp.StatusCode, Message: "the answer is not JSON"}
 		}
 	default:
 		if d, ok := rateLimitWait(resp, c.Clock); ok {

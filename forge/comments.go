@@ -101,7 +101,8 @@ func sameBody(got, want string) bool {
 
 // findComment pages through the comments for the first holding marker;
 // nil when none does. A page that brings no comment not seen before ends
-// the search, so that a forge ignoring the page parameter is read once.
+// the search: Gitea (1.27) answers all of an issue's comments whatever
+// the page asked.
 func findComment(ctx context.Context, t Type, cm commenter, marker string) (*comment, error) {
 	seen := map[int64]bool{}
 	for page := 1; page <= maxCommentPages; page++ {

@@ -67,15 +67,27 @@ type credential struct {
 // For reads the forge Secret (see Secret), fills in the repository's
 // owner and name on s, and builds the client that posts s.
 func (p *Posters) For(ctx context.Context, repo *taugridv1.TauRepository, s *Status, checkRuns bool) (StatusPoster, error) {
-	f := repo.Spec.Forge
-	owner, name, root, err := ParseRepoURL(repo.Spec.URL)
+	cfg, err := p.Config(ctx, repo.Spec.Forge, repo.Namespace, repo.Spec.URL, s, checkRuns)
 	if err != nil {
 		return nil, err
 	}
-	s.Owner, s.Repo = owner, name
-	data, err := p.Secret(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: f.SecretRef.Name})
+	return p.New(cfg)
+}
+
+// Config is the forge client's configuration for the git repository at
+// url, reporting to forge f with the Secret f names in namespace: its
+// token (or, for check runs, a GitHub App installation token), the API
+// URL, and the shared HTTP client, metrics, clock and budget. It fills in
+// the repository's owner and name on s.
+func (p *Posters) Config(ctx context.Context, f *taugridv1.Forge, namespace, url string, s *Status, checkRuns bool) (Config, error) {
+	owner, name, root, err := ParseRepoURL(url)
 	if err != nil {
-		return nil, err
+		return Config{}, err
+	}
+	s.Owner, s.Repo = owner, name
+	data, err := p.Secret(ctx, types.NamespacedName{Namespace: namespace, Name: f.SecretRef.Name})
+	if err != nil {
+		return Config{}, err
 	}
 	cfg := Config{Type: Type(f.Type), APIURL: f.APIURL, Token: string(data[gitsource.SecretToken]),
 		HTTPClient: p.HTTPClient, Metrics: p.Metrics, Clock: p.Clock, CheckRuns: checkRuns, Buckets: p.Buckets}
@@ -87,9 +99,14 @@ func (p *Posters) For(ctx context.Context, repo *taugridv1.TauRepository, s *Sta
 	}
 	if checkRuns {
 		if cfg.Token, err = p.AppToken(ctx, cfg.APIURL, data); err != nil {
-			return nil, err
+			return Config{}, err
 		}
 	}
+	return cfg, nil
+}
+
+// New builds the client that posts with cfg.
+func (p *Posters) New(cfg Config) (StatusPoster, error) {
 	newPoster := p.NewPoster
 	if newPoster == nil {
 		newPoster = New

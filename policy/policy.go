@@ -59,6 +59,13 @@ func (s *PolicyStore) Policy(ctx context.Context, platform string) (*render.Poli
 // it is read once: the credentials Secret is read only then, not on every
 // run reconcile that asks for the policy.
 func (s *PolicyStore) Load(ctx context.Context, p *taugridv1.TauPlatform, commit string) (*LoadedPolicy, error) {
+	return s.LoadAt(ctx, p, RefName(p.Spec.Ref), commit)
+}
+
+// LoadAt is Load of a commit fetched by another ref than the platform's
+// own: the head of a pull request (refs/pull/<n>/head) before it is
+// merged.
+func (s *PolicyStore) LoadAt(ctx context.Context, p *taugridv1.TauPlatform, ref, commit string) (*LoadedPolicy, error) {
 	dir := p.Spec.Path
 	key := commit + ":" + dir
 	s.mu.Lock()
@@ -71,7 +78,7 @@ func (s *PolicyStore) Load(ctx context.Context, p *taugridv1.TauPlatform, commit
 	if err != nil {
 		return nil, err
 	}
-	tree, err := treeFS(ctx, s.Git, remote, RefName(p.Spec.Ref), commit)
+	tree, err := treeFS(ctx, s.Git, remote, ref, commit)
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,16 @@ type TauPlatformSpec struct {
 	// Suspend stops polling; the last good policy stays in force.
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
+
+	// Forge, when set, previews each open pull request on the platform
+	// repo before it is merged: the policy at its head is loaded and
+	// dry-run on the cluster, and its impact on the teams (quotas, the
+	// runs queued or running, the nodes) is posted on the head as a
+	// commit status or check run (context tau/platform) and as one
+	// comment, kept up to date. The Secret it names is read from the
+	// controller's namespace, as spec.secretRef is.
+	// +optional
+	Forge *Forge `json:"forge,omitempty"`
 }
 
 // TauPlatformStatus records the policy in force.
@@ -65,6 +75,14 @@ type TauPlatformStatus struct {
 	// policy in force changes once.
 	// +optional
 	LastChange *PolicyChange `json:"lastChange,omitempty"`
+
+	// PreviewedHeads are the open pull requests' previews posted, each as
+	// <head commit>@<commit in force>, with "+accepted" where the pull
+	// request accepts stranding runs: a head is previewed again when it,
+	// the policy in force or its acceptance changes. Only open pull
+	// requests' previews are kept.
+	// +optional
+	PreviewedHeads []string `json:"previewedHeads,omitempty"`
 }
 
 // PolicyChange is the impact preview of one change of the policy in force.

@@ -283,7 +283,7 @@ func setupControllers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 	pulls := &repoctrl.PullRequests{Client: c, Git: git, Policies: policies, Posters: posters}
 	steps := []interface{ SetupWithManager(ctrl.Manager) error }{
 		&platformctrl.PlatformReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-platform"),
-			MultiKueueNamespace: o.multiKueueNamespace, Secrets: o.secretsGrant(), AdmissionCheck: true},
+			MultiKueueNamespace: o.multiKueueNamespace, Secrets: o.secretsGrant(), AdmissionCheck: true, Posters: posters},
 		&admission.Check{Client: c, APIReader: mgr.GetAPIReader(), Clock: clk},
 		&admission.Activator{Client: c, Clock: clk},
 		&repoctrl.RepositoryReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-repository"),

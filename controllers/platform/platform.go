@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/forge"
 	"github.com/taugrid/taugrid/gitsource"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -63,6 +64,9 @@ type PlatformReconciler struct {
 	// controller reads Secrets there; nil binds nothing (the controller's
 	// own roles then say where it reads them).
 	Secrets *SecretsGrant
+	// Posters posts the previews of pull requests on the platform repo
+	// (spec.forge); nil posts none.
+	Posters *forge.Posters
 }
 
 // +kubebuilder:rbac:groups=taugrid.dev,resources=tauplatforms,verbs=get;list;watch
@@ -97,14 +101,18 @@ func (r *PlatformReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 
 // reconcile reads the platform ref and gives the verdict on its commit.
 func (r *PlatformReconciler) reconcile(ctx context.Context, p *taugridv1.TauPlatform) error {
-	commit, err := r.reconcileSource(ctx, p)
+	commit, refs, err := r.reconcileSource(ctx, p)
 	if err != nil {
 		return err
 	}
 	// Once the source reads again, what it said when it could not is
 	// stale: the commit's verdict is given again, in full.
 	again := r.sourceRecovered(p)
-	return r.reconcilePolicy(ctx, p, commit, again)
+	if err := r.reconcilePolicy(ctx, p, commit, again); err != nil {
+		return err
+	}
+	// Pull requests are previewed against the policy now in force.
+	return r.previewPulls(ctx, p, refs)
 }
 
 // requeue polls again after the interval, with up to 10% jitter so that
@@ -116,14 +124,14 @@ func (r *PlatformReconciler) requeue(p *taugridv1.TauPlatform) reconcile.Result 
 // reconcileSource finds the commit the platform ref points at. Sets
 // Stalled (a missing Secret, RefNotFound) or Ready=False (GitUnavailable)
 // when it cannot; a Secret it cannot read now is a transient error.
-func (r *PlatformReconciler) reconcileSource(ctx context.Context, p *taugridv1.TauPlatform) (string, error) {
+func (r *PlatformReconciler) reconcileSource(ctx context.Context, p *taugridv1.TauPlatform) (string, gitsource.RefSet, error) {
 	remote, err := policy.RemoteFor(ctx, r.Client, r.Policies.Namespace, p.Spec.GitSource)
 	if errors.Is(err, gitsource.ErrMissingSecret) {
 		r.setCondition(p, taugridv1.ConditionStalled, metav1.ConditionTrue, shared.ReasonGitUnavailable, err.Error())
-		return "", shared.Terminal(err)
+		return "", nil, shared.Terminal(err)
 	}
 	if err != nil {
-		return "", fmt.Errorf("reading the platform's git credentials: %w", err)
+		return "", nil, fmt.Errorf("reading the platform's git credentials: %w", err)
 	}
 	refs, err := r.Git.ListRefs(ctx, remote)
 	now := metav1.NewTime(r.Clock.Now())
@@ -131,18 +139,18 @@ func (r *PlatformReconciler) reconcileSource(ctx context.Context, p *taugridv1.T
 	if err != nil {
 		r.setCondition(p, taugridv1.ConditionReady, metav1.ConditionFalse, shared.ReasonGitUnavailable, err.Error())
 		if gitsource.Transient(err) {
-			return "", err
+			return "", nil, err
 		}
-		return "", shared.Terminal(err)
+		return "", nil, shared.Terminal(err)
 	}
 	ref := policy.RefName(p.Spec.Ref)
 	head, ok := refs[ref]
 	if !ok {
 		msg := fmt.Sprintf("%s not found in %s", ref, p.Spec.URL)
 		r.setCondition(p, taugridv1.ConditionStalled, metav1.ConditionTrue, ReasonRefNotFound, msg)
-		return "", shared.Terminal(errors.New(msg))
+		return "", nil, shared.Terminal(errors.New(msg))
 	}
-	return head.Commit(), nil
+	return head.Commit(), refs, nil
 }
 
 // sourceRecovered drops the conditions reconcileSource set when it could

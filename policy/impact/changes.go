@@ -128,6 +128,31 @@ func uncoveredNodes(old, new *Policy, nodes []corev1.Node) []string {
 	return out
 }
 
+// unservedFlavors are the ResourceFlavors new adds, or whose nodeLabels
+// it changes, that no node carries: quota of them admits workloads whose
+// pods no node can take.
+func unservedFlavors(old, new *Policy, nodes []corev1.Node) []string {
+	ol := flavorLabels(old)
+	var out []string
+	for name, labels := range flavorLabels(new) {
+		if before, ok := ol[name]; ok && maps.Equal(before, labels) {
+			continue
+		}
+		served := false
+		for _, n := range nodes {
+			if covered(map[string]map[string]string{name: labels}, n.Labels) {
+				served = true
+				break
+			}
+		}
+		if !served {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // covered reports whether some flavor's nodeLabels all hold on a node.
 func covered(flavors map[string]map[string]string, labels map[string]string) bool {
 	for _, want := range flavors {

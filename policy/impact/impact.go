@@ -126,6 +126,9 @@ type Preview struct {
 	// UncoveredNodes are nodes a flavor covered before and none covers
 	// after.
 	UncoveredNodes []string
+	// UnservedFlavors are flavors the change adds or relabels that no
+	// node carries.
+	UnservedFlavors []string
 	// Stranded: the change strands runs (NeverStarts).
 	Stranded bool
 	// Accepted: the caller accepted stranding them.
@@ -156,6 +159,7 @@ func Compute(old, new *Policy, c Cluster, accepted bool) *Preview {
 	p.Platform = imageRemovals(old, new)
 	p.OtherQuotas = otherQuotas(old, new, c.Usage)
 	p.UncoveredNodes = uncoveredNodes(old, new, c.Nodes)
+	p.UnservedFlavors = unservedFlavors(old, new, c.Nodes)
 	p.Summary = summary(p)
 	p.Body = body(p, old, new)
 	return p

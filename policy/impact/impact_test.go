@@ -1,6 +1,7 @@
 package impact
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -206,5 +207,22 @@ func TestAPolicyThatDoesNotLoadSaysWhere(t *testing.T) {
 				t.Errorf("err = %v, want one naming %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A flavor the change adds that no node carries is named; one the policy
+// already had is not a finding of this change.
+func TestAFlavorNoNodeServesIsNamed(t *testing.T) {
+	b300 := "---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: ResourceFlavor\nmetadata:\n  name: b300\nspec:\n  nodeLabels:\n    nvidia.com/gpu.product: NVIDIA-B300\n"
+	nodes := []corev1.Node{node("gpu-1", map[string]string{h200: "NVIDIA-H200"})}
+	old := load(t, "the policy in force", examplePlatform(t, nil))
+	flavors := edited(t, "kueue/flavors.yaml", "NVIDIA-H200", "NVIDIA-H200") + b300
+	next := load(t, "the working tree", examplePlatform(t, map[string]string{"kueue/flavors.yaml": flavors}))
+	p := Compute(old, next, Cluster{Nodes: nodes}, false)
+	if !slices.Equal(p.UnservedFlavors, []string{"b300"}) || p.Summary != "1 flavor no node serves" || !strings.Contains(p.Body, "No node carries the labels of b300") {
+		t.Errorf("unserved %v, summary %q:\n%s", p.UnservedFlavors, p.Summary, p.Body)
+	}
+	if p := Compute(next, next, Cluster{Nodes: nodes}, false); len(p.UnservedFlavors) != 0 {
+		t.Errorf("a flavor already declared is named again: %v", p.UnservedFlavors)
 	}
 }

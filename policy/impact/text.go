@@ -66,6 +66,9 @@ func summary(p *Preview) string {
 	if n := len(p.UncoveredNodes); n > 0 {
 		parts = append(parts, plural(n, "node")+" no flavor covers")
 	}
+	if n := len(p.UnservedFlavors); n > 0 {
+		parts = append(parts, plural(n, "flavor")+" no node serves")
+	}
 	if len(parts) == 0 {
 		return "No effect on tenants' quotas, runs or nodes"
 	}
@@ -125,6 +128,9 @@ func body(p *Preview, old, new *Policy) string {
 	}
 	if len(p.UncoveredNodes) > 0 {
 		fmt.Fprintf(&b, "\n### Nodes no flavor covers any more\n\nKueue gives no quota of these: %s\n", strings.Join(p.UncoveredNodes, ", "))
+	}
+	if len(p.UnservedFlavors) > 0 {
+		fmt.Fprintf(&b, "\n### Flavors no node serves\n\nNo node carries the labels of %s: quota of them admits pods no node can take.\n", strings.Join(p.UnservedFlavors, ", "))
 	}
 	if len(quiet) > 0 {
 		fmt.Fprintf(&b, "\nUnchanged: %s.\n", strings.Join(quiet, ", "))

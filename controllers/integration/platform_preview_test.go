@@ -186,6 +186,32 @@ func TestAPlatformPullRequestShowsItsImpactBeforeMerge(t *testing.T) {
 		}
 	}
 
+	// The pull request accepts stranding them with a label: the status
+	// passes and still says what it strands; taking the label off fails
+	// it again.
+	ctx := context.Background()
+	var label struct {
+		ID int64 `json:"id"`
+	}
+	if err := f.gitea.API(ctx, http.MethodPost, "repos/"+f.name+"/labels", map[string]string{"name": platformctrl.AcceptStranded, "color": "#e11d21"}, &label); err != nil {
+		t.Fatal(err)
+	}
+	labels := fmt.Sprintf("repos/%s/issues/%d/labels", f.name, number)
+	if err := f.gitea.API(ctx, http.MethodPost, labels, map[string][]int64{"labels": {label.ID}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.plat.reconcile(t)
+	if st, _ := f.preview(t, head, number); st.State != "success" || !strings.HasPrefix(st.Description, "Accepted: strands 2 queued runs") {
+		t.Errorf("with the label, the status is %s %q, want a success that says it strands 2 queued runs", st.State, st.Description)
+	}
+	if err := f.gitea.API(ctx, http.MethodDelete, fmt.Sprintf("%s/%d", labels, label.ID), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.plat.reconcile(t)
+	if st, _ := f.preview(t, head, number); st.State != "failure" {
+		t.Errorf("without the label again, the status is %s %q, want failure", st.State, st.Description)
+	}
+
 	// The fix: pv1-a keeps its H200 flavor; the B300 flavor waits for
 	// its nodes. Queued runs start as submitted: the preview passes.
 	r.edit("kueue/cluster-queues.yaml", "- name: pv1-b300\n", "- name: pv1-h200\n")

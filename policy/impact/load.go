@@ -3,6 +3,7 @@ package impact
 import (
 	"fmt"
 	"io/fs"
+	"sync"
 
 	"github.com/taugrid/taugrid/policy"
 	"github.com/taugrid/taugrid/render"
@@ -18,6 +19,11 @@ type Policy struct {
 	// Commit names the policy in the text ("the policy in force at
 	// 1a2b3c4", "the working tree"); "" reads as "the policy".
 	Commit string
+
+	// What the preview reads of Queues, once (clusterQueues, flavorLabels).
+	readQueues, readFlavors sync.Once
+	queues                  map[string]*clusterQueue
+	flavors                 map[string]map[string]string
 }
 
 // Load reads a platform policy directory as the controller does: the

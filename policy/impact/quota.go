@@ -44,8 +44,15 @@ type clusterQueue struct {
 	Quotas       map[quotaKey]quota
 }
 
-// clusterQueues reads the policy's declared ClusterQueues by name.
+// clusterQueues are the policy's declared ClusterQueues by name, read
+// once per policy: a preview asks for them for every run it judges.
+// Callers only read the map.
 func clusterQueues(p *Policy) map[string]*clusterQueue {
+	p.readQueues.Do(func() { p.queues = readClusterQueues(p) })
+	return p.queues
+}
+
+func readClusterQueues(p *Policy) map[string]*clusterQueue {
 	out := map[string]*clusterQueue{}
 	for _, u := range p.objects("ClusterQueue") {
 		cq := &clusterQueue{Name: u.GetName(), Quotas: map[quotaKey]quota{}}
@@ -114,8 +121,14 @@ func capacity(cqs map[string]*clusterQueue, cq *clusterQueue, k quotaKey) resour
 }
 
 // flavorLabels are the nodeLabels of the declared ResourceFlavors; a
-// flavor absent from the map is not declared.
+// flavor absent from the map is not declared. Read once per policy, as
+// clusterQueues; callers only read the map.
 func flavorLabels(p *Policy) map[string]map[string]string {
+	p.readFlavors.Do(func() { p.flavors = readFlavorLabels(p) })
+	return p.flavors
+}
+
+func readFlavorLabels(p *Policy) map[string]map[string]string {
 	out := map[string]map[string]string{}
 	for _, u := range p.objects("ResourceFlavor") {
 		l, _, _ := unstructured.NestedStringMap(u.Object, "spec", "nodeLabels")

@@ -7,7 +7,6 @@ import (
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/render"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -20,17 +19,27 @@ import (
 func Read(ctx context.Context, c client.Reader, rendered *render.Policy) (Cluster, error) {
 	var out Cluster
 	var runs taugridv1.TauRunList
-	if err := c.List(ctx, &runs); err != nil {
+	if err := c.List(ctx, &runs, client.UnsafeDisableDeepCopy); err != nil {
 		return out, fmt.Errorf("listing runs: %w", err)
+	}
+	// One list of the Workloads, not a read per run: 10,000 runs cost one
+	// pass over the cache (BenchmarkPreviewingAPlatformPullRequestAtScale).
+	var wls kueue.WorkloadList
+	if err := c.List(ctx, &wls, client.UnsafeDisableDeepCopy); err != nil {
+		return out, fmt.Errorf("listing Kueue Workloads: %w", err)
+	}
+	byName := make(map[types.NamespacedName]*kueue.Workload, len(wls.Items))
+	for i := range wls.Items {
+		byName[client.ObjectKeyFromObject(&wls.Items[i])] = &wls.Items[i]
 	}
 	for i := range runs.Items {
 		run := &runs.Items[i]
 		if run.Status.Phase.Final() {
 			continue
 		}
-		wl, err := workloadOf(ctx, c, run)
-		if err != nil {
-			return out, err
+		var wl *kueue.Workload // nil: not submitted yet, or gone
+		if ws := run.Status.Workload; ws != nil && ws.Workload != "" {
+			wl = byName[types.NamespacedName{Namespace: run.Namespace, Name: ws.Workload}]
 		}
 		out.Runs = append(out.Runs, RunOf(run, wl, rendered))
 	}
@@ -50,23 +59,6 @@ func Read(ctx context.Context, c client.Reader, rendered *render.Policy) (Cluste
 	}
 	out.Nodes = nodes.Items
 	return out, nil
-}
-
-// workloadOf is the run's current Kueue Workload, nil when it has none
-// (not submitted yet, or gone).
-func workloadOf(ctx context.Context, c client.Reader, run *taugridv1.TauRun) (*kueue.Workload, error) {
-	ws := run.Status.Workload
-	if ws == nil || ws.Workload == "" {
-		return nil, nil
-	}
-	wl := &kueue.Workload{}
-	switch err := c.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: ws.Workload}, wl); {
-	case apierrors.IsNotFound(err):
-		return nil, nil // gone: the run is judged by its spec alone
-	case err != nil:
-		return nil, fmt.Errorf("reading the workload of run %s/%s: %w", run.Namespace, run.Name, err)
-	}
-	return wl, nil
 }
 
 // usage is what each ClusterQueue's admitted workloads hold, by flavor

@@ -21,6 +21,14 @@ const workerQuota = "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmet
 // reconciler loads it: its worker clusters and kueue/'s objects.
 func loadWorkers(t *testing.T, edits map[string]string) (fstest.MapFS, []render.WorkerCluster, []*unstructured.Unstructured) {
 	t.Helper()
+	tree, pol, objs := loadExample(t, edits)
+	return tree, pol.Clusters, objs
+}
+
+// loadExample is the example platform repo with edits, loaded as the
+// reconciler loads a commit: the policy files and kueue/'s objects.
+func loadExample(t testing.TB, edits map[string]string) (fstest.MapFS, *render.Policy, []*unstructured.Unstructured) {
+	t.Helper()
 	tree := fstest.MapFS{}
 	for p, data := range exampleTree(t, edits) {
 		tree[p] = &fstest.MapFile{Data: []byte(data)}
@@ -33,7 +41,7 @@ func loadWorkers(t *testing.T, edits map[string]string) (fstest.MapFS, []render.
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tree, pol.Clusters, objs
+	return tree, pol, objs
 }
 
 // names is each object as "Kind namespace/name".

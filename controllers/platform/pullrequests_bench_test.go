@@ -5,11 +5,9 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"testing/fstest"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/controllers/shared/sharedtest"
-	"github.com/taugrid/taugrid/render"
 	"github.com/taugrid/taugrid/test/builders"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -17,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
-	"github.com/taugrid/taugrid/policy"
 	"github.com/taugrid/taugrid/policy/impact"
 )
 
@@ -102,17 +99,6 @@ func workload(name, ns string) *kueue.Workload {
 // loads a commit.
 func benchPolicy(b *testing.B, edits map[string]string) *impact.Policy {
 	b.Helper()
-	tree := fstest.MapFS{}
-	for p, data := range exampleTree(b, edits) {
-		tree[p] = &fstest.MapFile{Data: []byte(data)}
-	}
-	pol, err := render.LoadPolicy(tree)
-	if err != nil {
-		b.Fatal(err)
-	}
-	queues, err := policy.LoadQueues(tree, pol)
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, pol, queues := loadExample(b, edits)
 	return &impact.Policy{Policy: pol, Queues: queues}
 }

@@ -34,6 +34,17 @@ func WebhookPathOf(o client.Object) []string {
 	return nil
 }
 
+// IndexPlatformWebhookPath indexes TauPlatforms by status.webhookPath.
+const IndexPlatformWebhookPath = "status.webhookPath"
+
+// PlatformWebhookPathOf is the index function for IndexPlatformWebhookPath.
+func PlatformWebhookPathOf(o client.Object) []string {
+	if p := o.(*taugridv1.TauPlatform).Status.WebhookPath; p != "" {
+		return []string{p}
+	}
+	return nil
+}
+
 // WebhookReceivers finds the TauRepository a webhook delivery is for, by
 // the receiver path each repository publishes in status.webhookPath,
 // looked up in the manager's cache (IndexWebhookPath). An ID no repository
@@ -47,6 +58,9 @@ type WebhookReceivers struct {
 	// IndexWebhookPath and reads Secrets from the API server.
 	Client client.Reader
 	Forge  gitsource.Forge
+	// Namespace holds the webhook Secrets of TauPlatforms (cluster-scoped:
+	// the controller's namespace); "": platforms get no deliveries.
+	Namespace string
 }
 
 // Receiver implements gitsource.Receivers.
@@ -66,6 +80,40 @@ func (w *WebhookReceivers) Receiver(ctx context.Context, id string) (gitsource.R
 		}
 		if len(secret) > 0 && gitsource.WebhookID(repo.Namespace, repo.Name, secret) == id {
 			return w.receiver(repo, secret), nil
+		}
+	}
+	return w.platformReceiver(ctx, id)
+}
+
+// platformReceiver finds the TauPlatform that publishes id. Its receiver
+// has no namespace (TauPlatforms are cluster-scoped; no TauRepository
+// lacks one, so the two never share an ID), which the nudger reads as a
+// platform.
+func (w *WebhookReceivers) platformReceiver(ctx context.Context, id string) (gitsource.Receiver, error) {
+	if w.Namespace == "" {
+		return gitsource.Receiver{}, fmt.Errorf("receiver %w", gitsource.ErrNotFound)
+	}
+	var platforms taugridv1.TauPlatformList
+	if err := w.Client.List(ctx, &platforms, client.MatchingFields{IndexPlatformWebhookPath: taugridv1.WebhookPathPrefix + id}); err != nil {
+		return gitsource.Receiver{}, err
+	}
+	for i := range platforms.Items {
+		p := &platforms.Items[i]
+		if p.Spec.Webhook == nil {
+			continue
+		}
+		var s corev1.Secret
+		err := w.Client.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: p.Spec.Webhook.SecretRef.Name}, &s)
+		if client.IgnoreNotFound(err) != nil {
+			return gitsource.Receiver{}, err
+		}
+		secret := s.Data[gitsource.SecretToken]
+		if len(secret) > 0 && gitsource.WebhookID("", p.Name, secret) == id {
+			forge := w.Forge
+			if p.Spec.Forge != nil {
+				forge = gitsource.Forge(p.Spec.Forge.Type)
+			}
+			return gitsource.Receiver{Forge: forge, RepoURL: p.Spec.URL, Name: p.Name, Secret: secret}, nil
 		}
 	}
 	return gitsource.Receiver{}, fmt.Errorf("receiver %w", gitsource.ErrNotFound)
@@ -118,7 +166,25 @@ type AnnotationNudger struct {
 
 // Nudge implements gitsource.Nudger: the receiver's repository is polled.
 func (n *AnnotationNudger) Nudge(ctx context.Context, rcv gitsource.Receiver) error {
+	if rcv.Namespace == "" { // a TauPlatform's receiver
+		return n.nudgePlatform(ctx, rcv.Name)
+	}
 	return n.NudgeRepository(ctx, rcv.Namespace, rcv.Name, 0)
+}
+
+// nudgePlatform asks TauPlatform name to poll now: its reconciler runs
+// when the annotation changes.
+func (n *AnnotationNudger) nudgePlatform(ctx context.Context, name string) error {
+	p := &taugridv1.TauPlatform{}
+	if err := n.Client.Get(ctx, types.NamespacedName{Name: name}, p); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	patch := client.MergeFrom(p.DeepCopy())
+	if p.Annotations == nil {
+		p.Annotations = map[string]string{}
+	}
+	p.Annotations[taugridv1.AnnotationNudge] = n.Clock.Now().UTC().Format(time.RFC3339Nano)
+	return client.IgnoreNotFound(n.Client.Patch(ctx, p, patch))
 }
 
 // NudgeRepository asks for one repository to be polled now, unless it was

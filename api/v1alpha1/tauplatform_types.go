@@ -38,6 +38,14 @@ type TauPlatformSpec struct {
 	// controller's namespace, as spec.secretRef is.
 	// +optional
 	Forge *Forge `json:"forge,omitempty"`
+
+	// Webhook verifies forge deliveries (pushes, pull requests) that make
+	// the platform poll at once, so a pull request is previewed within
+	// seconds instead of at the next poll. Its Secret (key "token") lives
+	// in the controller's namespace; status.webhookPath is the path to
+	// give the forge. Polling goes on without it.
+	// +optional
+	Webhook *Webhook `json:"webhook,omitempty"`
 }
 
 // TauPlatformStatus records the policy in force.
@@ -83,6 +91,12 @@ type TauPlatformStatus struct {
 	// requests' previews are kept.
 	// +optional
 	PreviewedHeads []string `json:"previewedHeads,omitempty"`
+
+	// WebhookPath is where the forge delivers spec.webhook's signed
+	// events: /hooks/<id> on the controller's webhook address; empty when
+	// spec.webhook or its Secret is missing.
+	// +optional
+	WebhookPath string `json:"webhookPath,omitempty"`
 }
 
 // PolicyChange is the impact preview of one change of the policy in force.

@@ -383,7 +383,7 @@ func setupServers(mgr manager.Manager, sources *server.Sources, clientset kubern
 	}
 	hooks := http.NewServeMux()
 	hooks.Handle("POST "+taugridv1.WebhookPathPrefix+"{id}", webhookMetrics.Wrap(gitsource.NewWebhookHandler(
-		&server.WebhookReceivers{Client: c, Forge: gitsource.ForgeGitHub}, nudger,
+		&server.WebhookReceivers{Client: c, Forge: gitsource.ForgeGitHub, Namespace: o.namespace}, nudger,
 		gitsource.WebhookOptions{Log: ctrl.Log.WithName("webhook"), TrustedProxies: proxies})))
 	servers := []*http.Server{
 		gitsource.NewWebhookServer(o.webhookAddr, hooks),

@@ -101,6 +101,10 @@ func (r *PlatformReconciler) Reconcile(ctx context.Context, req reconcile.Reques
 
 // reconcile reads the platform ref and gives the verdict on its commit.
 func (r *PlatformReconciler) reconcile(ctx context.Context, p *taugridv1.TauPlatform) error {
+	// First: the receiver path holds whether git answers or not.
+	if err := r.reconcileWebhook(ctx, p); err != nil {
+		return err
+	}
 	commit, refs, err := r.reconcileSource(ctx, p)
 	if err != nil {
 		return err

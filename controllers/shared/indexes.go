@@ -24,6 +24,7 @@ func Indexes() []Index {
 	return []Index{
 		{&taugridv1.TauRepository{}, server.IndexRepositoryURL, server.RepositoryURL},
 		{&taugridv1.TauRepository{}, server.IndexWebhookPath, server.WebhookPathOf},
+		{&taugridv1.TauPlatform{}, server.IndexPlatformWebhookPath, server.PlatformWebhookPathOf},
 		{&kueue.Workload{}, IndexWorkloadOwner, WorkloadOwner},
 	}
 }

@@ -63,7 +63,7 @@ evidence:
   storage:
     type: s3
     s3: {endpoint: "https://s3.example.com", bucket: tau-evidence, region: eu-west-1, existingSecret: evidence-s3}
-platform: {create: true, url: "https://git.example.com/platform.git", ref: v3, path: policy, existingSecret: platform-git, forge: {type: gitea, apiURL: "https://git.example.com", existingSecret: platform-forge}}
+platform: {create: true, url: "https://git.example.com/platform.git", ref: v3, path: policy, existingSecret: platform-git, webhookSecret: platform-hook, forge: {type: gitea, apiURL: "https://git.example.com", existingSecret: platform-forge}}
 ingress: {enabled: true, className: nginx, host: tau.example.com, tls: {secretName: tau-tls}, annotations: {example.com/x: "y"}, trustedProxies: [10.0.0.0/8, "fd00::/8"]}
 admissionPolicy: {exceptGroups: [platform-admins]}
 networkPolicy: {webhookFrom: [{ipBlock: {cidr: 140.82.112.0/20}}]}
@@ -352,7 +352,7 @@ func TestOptionsRenderWhatTheySay(t *testing.T) {
 		"workers": "64,24,12", "memory ratio": "0.8", "forge pace": "4,40", "proxies": "10.0.0.0/8,fd00::/8",
 		"ingress": "tau-controller", "monitors": "tau-controller,tau-nodeagent", "rules": "taugrid",
 		"dashboards": "taugrid-dashboard-gpu-health,taugrid-dashboard-gpu-utilization,taugrid-dashboard-kueue,taugrid-dashboard-queues,taugrid-dashboard-ray,taugrid-dashboard-runs",
-		"platform":   "platform", "previews": "gitea https://git.example.com platform-forge false", "pvcs": "tau-controller-cache", "agent driver": "ghcr.io/taugrid/tau-nodeagent:v0.1.1",
+		"platform":   "platform", "previews": "gitea https://git.example.com platform-forge false hook platform-hook", "pvcs": "tau-controller-cache", "agent driver": "ghcr.io/taugrid/tau-nodeagent:v0.1.1",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
@@ -380,7 +380,11 @@ func platformForge(t *testing.T, r *Rendered) string {
 	if f == nil {
 		return ""
 	}
-	return fmt.Sprintf("%s %s %s %v", f.Type, f.APIURL, f.SecretRef.Name, f.CheckRuns)
+	hook := ""
+	if w := p.Spec.Webhook; w != nil {
+		hook = " hook " + w.SecretRef.Name
+	}
+	return fmt.Sprintf("%s %s %s %v%s", f.Type, f.APIURL, f.SecretRef.Name, f.CheckRuns, hook)
 }
 
 func kindNames(r *Rendered, kind string) string {

@@ -102,12 +102,10 @@ func (w *WebhookReceivers) platformReceiver(ctx context.Context, id string) (git
 		if p.Spec.Webhook == nil {
 			continue
 		}
-		var s corev1.Secret
-		err := w.Client.Get(ctx, types.NamespacedName{Namespace: w.Namespace, Name: p.Spec.Webhook.SecretRef.Name}, &s)
-		if client.IgnoreNotFound(err) != nil {
+		secret, err := w.token(ctx, types.NamespacedName{Namespace: w.Namespace, Name: p.Spec.Webhook.SecretRef.Name})
+		if err != nil {
 			return gitsource.Receiver{}, err
 		}
-		secret := s.Data[gitsource.SecretToken]
 		if len(secret) > 0 && gitsource.WebhookID("", p.Name, secret) == id {
 			forge := w.Forge
 			if p.Spec.Forge != nil {
@@ -137,9 +135,13 @@ func (w *WebhookReceivers) secretOf(ctx context.Context, repo *taugridv1.TauRepo
 	if repo.Spec.Webhook == nil {
 		return nil, nil
 	}
+	return w.token(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: repo.Spec.Webhook.SecretRef.Name})
+}
+
+// token is a webhook Secret's token; nil when the Secret is gone.
+func (w *WebhookReceivers) token(ctx context.Context, key types.NamespacedName) ([]byte, error) {
 	var s corev1.Secret
-	err := w.Client.Get(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: repo.Spec.Webhook.SecretRef.Name}, &s)
-	if err != nil {
+	if err := w.Client.Get(ctx, key, &s); err != nil {
 		return nil, client.IgnoreNotFound(err)
 	}
 	return s.Data[gitsource.SecretToken], nil

@@ -71,11 +71,16 @@ func (r *PlatformReconciler) previewOpen(ctx context.Context, p *taugridv1.TauPl
 	if err != nil {
 		return fmt.Errorf("reading the policy in force: %w", err)
 	}
+	queues, err := policy.LoadQueues(inForce.Tree, inForce.Policy)
+	if err != nil { // it loaded when it was applied
+		return fmt.Errorf("reading the queues in force: %w", err)
+	}
 	done := map[string]bool{}
 	for _, k := range p.Status.PreviewedHeads {
 		done[k] = true
 	}
-	pv := &previewer{r: r, p: p, cfg: cfg, where: where, inForce: inForce}
+	pv := &previewer{r: r, p: p, cfg: cfg, where: where,
+		inForce: &impact.Policy{Policy: inForce.Policy, Queues: queues, Commit: "the policy in force at " + shared.Short(p.Status.Commit)}}
 	var kept []string
 	var errs []error
 	for _, pr := range prs {
@@ -116,14 +121,15 @@ func accepts(pr forge.PullRequest) bool {
 	return false
 }
 
-// previewer previews the pull requests of one poll; the cluster is read
-// once, on the first preview that needs it.
+// previewer previews the pull requests of one poll against the policy
+// in force, read once; the cluster is read once, on the first preview
+// that needs it.
 type previewer struct {
 	r       *PlatformReconciler
 	p       *taugridv1.TauPlatform
 	cfg     forge.Config
 	where   forge.Status
-	inForce *policy.LoadedPolicy
+	inForce *impact.Policy
 	cluster *impact.Cluster
 }
 
@@ -148,9 +154,8 @@ func (v *previewer) preview(ctx context.Context, pr forge.PullRequest, ref, head
 		if err != nil {
 			return err
 		}
-		old := &impact.Policy{Policy: v.inForce.Policy, Queues: v.inForceQueues(), Commit: "the policy in force at " + shared.Short(v.p.Status.Commit)}
 		next := &impact.Policy{Policy: lp.Policy, Queues: queues, Commit: "this pull request at " + shared.Short(head)}
-		pv := impact.Compute(old, next, c, accepted)
+		pv := impact.Compute(v.inForce, next, c, accepted)
 		st.Description = pv.Summary
 		if pv.Failing() {
 			st.State = forge.StateFailure
@@ -242,17 +247,6 @@ func (v *previewer) readCluster(ctx context.Context) (impact.Cluster, error) {
 		v.cluster = &c
 	}
 	return *v.cluster, nil
-}
-
-// inForceQueues are the Kueue objects the policy in force declares; it
-// loaded when it was applied, so an error here cannot happen and reads
-// as none.
-func (v *previewer) inForceQueues() []*unstructured.Unstructured {
-	objs, err := policy.LoadQueues(v.inForce.Tree, v.inForce.Policy)
-	if err != nil {
-		return nil
-	}
-	return objs
 }
 
 // previewBody is the comment of a pull request whose policy loads.

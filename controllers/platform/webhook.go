@@ -2,13 +2,12 @@ package platform
 
 import (
 	"context"
-	"fmt"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
-	"github.com/taugrid/taugrid/gitsource"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/taugrid/taugrid/controllers/shared"
 )
 
 // ReasonMissingSecret: spec.webhook names a Secret, or a key, that is not
@@ -25,17 +24,10 @@ func (r *PlatformReconciler) reconcileWebhook(ctx context.Context, p *taugridv1.
 		p.Status.WebhookPath = ""
 		return nil
 	}
-	key := types.NamespacedName{Namespace: r.Policies.Namespace, Name: p.Spec.Webhook.SecretRef.Name}
-	var s corev1.Secret
-	err := r.Get(ctx, key, &s)
-	if client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("reading webhook Secret %s: %w", key.Name, err)
-	}
-	path, missing := "", fmt.Sprintf("Secret %s does not exist", key)
-	if token := s.Data[gitsource.SecretToken]; err == nil && len(token) > 0 {
-		path = taugridv1.WebhookPathPrefix + gitsource.WebhookID("", p.Name, token)
-	} else if err == nil {
-		missing = fmt.Sprintf("Secret %s has no key %q", key, gitsource.SecretToken)
+	secret := types.NamespacedName{Namespace: r.Policies.Namespace, Name: p.Spec.Webhook.SecretRef.Name}
+	path, missing, err := shared.WebhookPath(ctx, r.Client, secret, "", p.Name)
+	if err != nil {
+		return err
 	}
 	if path == "" && (p.Status.WebhookPath != "" || p.Status.LastPollTime == nil) {
 		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, ReasonMissingSecret, "Webhook",

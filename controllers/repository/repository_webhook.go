@@ -2,13 +2,12 @@ package repository
 
 import (
 	"context"
-	"fmt"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
-	"github.com/taugrid/taugrid/gitsource"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/taugrid/taugrid/controllers/shared"
 )
 
 // reconcileWebhook publishes the repository's receiver path in
@@ -21,17 +20,10 @@ func (r *RepositoryReconciler) reconcileWebhook(ctx context.Context, repo *taugr
 		repo.Status.WebhookPath = ""
 		return nil
 	}
-	name := repo.Spec.Webhook.SecretRef.Name
-	var s corev1.Secret
-	err := r.Get(ctx, types.NamespacedName{Namespace: repo.Namespace, Name: name}, &s)
-	if client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("reading webhook Secret %s: %w", name, err)
-	}
-	path, missing := "", fmt.Sprintf("Secret %s/%s does not exist", repo.Namespace, name)
-	if token := s.Data[gitsource.SecretToken]; err == nil && len(token) > 0 {
-		path = taugridv1.WebhookPathPrefix + gitsource.WebhookID(repo.Namespace, repo.Name, token)
-	} else if err == nil {
-		missing = fmt.Sprintf("Secret %s/%s has no key %q", repo.Namespace, name, gitsource.SecretToken)
+	secret := types.NamespacedName{Namespace: repo.Namespace, Name: repo.Spec.Webhook.SecretRef.Name}
+	path, missing, err := shared.WebhookPath(ctx, r.Client, secret, repo.Namespace, repo.Name)
+	if err != nil {
+		return err
 	}
 	if path == "" && (repo.Status.WebhookPath != "" || repo.Status.LastPollTime == nil) {
 		r.Recorder.Eventf(repo, nil, corev1.EventTypeWarning, ReasonMissingSecret, "Webhook",

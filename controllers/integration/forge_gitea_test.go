@@ -428,14 +428,21 @@ func (f *giteaFixture) queueBehindABlocker(tb testing.TB, m *runningManager, rou
 	blocker := f.taggedCommit(fmt.Sprintf("blocker%d", round))
 	f.nudge(tb, m)
 	var job string
-	waitFor(tb, time.Minute, "the blocker to be admitted", func() bool {
+	seen := "no run yet"
+	// Two minutes: under make test's load on two cores a poll, a render
+	// and Kueue's admission have taken over one.
+	waitForSaying(tb, 2*time.Minute, "the blocker to be admitted", func() bool {
 		for _, r := range f.listRuns(tb) {
-			if r.Spec.Commit == blocker && r.Status.Phase == taugridv1.PhaseAdmitted {
+			if r.Spec.Commit != blocker {
+				continue
+			}
+			seen = fmt.Sprintf("run %s %s: %s", r.Name, r.Status.Phase, r.Status.Message)
+			if r.Status.Phase == taugridv1.PhaseAdmitted {
 				job = r.Status.Workload.Name
 			}
 		}
 		return job != ""
-	})
+	}, func() string { return seen })
 	fl := f.follow(f.taggedCommit(fmt.Sprintf("waiter%d", round)))
 	defer fl.close()
 	f.nudge(tb, m)

@@ -164,9 +164,19 @@ func (m *runningManager) stop() {
 // waitFor polls cond until it holds or the timeout passes.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	waitForSaying(t, timeout, what, cond, nil)
+}
+
+// waitForSaying is waitFor whose timeout also says what seen, if not nil,
+// last saw: why the wait did not end.
+func waitForSaying(t testing.TB, timeout time.Duration, what string, cond func() bool, seen func() string) {
+	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
+			if seen != nil {
+				t.Fatalf("timed out after %s waiting for %s; last seen: %s", timeout, what, seen())
+			}
 			t.Fatalf("timed out after %s waiting for %s", timeout, what)
 		}
 		time.Sleep(50 * time.Millisecond)

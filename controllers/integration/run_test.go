@@ -88,6 +88,17 @@ func newRunFixtureWith(t testing.TB, prefix string, plat *platformFixture, setup
 	if err := k8s.Create(context.Background(), repo); err != nil {
 		t.Fatal(err)
 	}
+	// Suspended once the test ends: every manager a later test starts
+	// would poll it otherwise, and under make test's load that first
+	// round of polls of every earlier test's repository has held a test's
+	// own past its waits. Suspended, not deleted: the test's runs still
+	// name it.
+	t.Cleanup(func() {
+		patch := client.RawPatch(types.MergePatchType, []byte(`{"spec":{"suspend":true}}`))
+		if err := k8s.Patch(context.Background(), &taugridv1.TauRepository{ObjectMeta: repo.ObjectMeta}, patch); client.IgnoreNotFound(err) != nil {
+			t.Errorf("suspending the fixture's repository: %v", err)
+		}
+	})
 	clock := clocktesting.NewFakePassiveClock(time.Now())
 	f := &runFixture{ns: ns, research: research, repo: repo, plat: plat,
 		repos: &repoctrl.RepositoryReconciler{Client: k8s, Git: gitClient, Policies: plat.r.Policies, Clock: clock, Recorder: events.NewFakeRecorder(100)},

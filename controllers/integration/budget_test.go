@@ -114,16 +114,19 @@ func requestKind(r *http.Request) string {
 // fails here, as an allocation budget fails a benchmark; a change that
 // sends less lowers the budget.
 //
-// What one run's life sends today (make test, 2026-12-04): the TauRun
+// What one run's life sends today (make test, 2026-12-05): the TauRun
 // created and its status written 5 times (Queued, Admitted, Running,
-// Succeeded, sealed), its Job and NetworkPolicy created, 6 Events (one
-// per phase, the request, the seal), the admission check's read of the
-// Job and patch of the Workload's status, the sealer's read of the Job,
-// the pod's log and its 4 event lists; and, once per manager start or
+// Succeeded, sealed), its Job and NetworkPolicy created, 2 Events (the
+// submission, the end), the admission check's read of the Job (whole,
+// from the API server: it judges what Kueue is about to admit) and patch
+// of the Workload's status, the pod's log and the sealer's 4 event lists
+// (the run, its Job, Workload and pod); and, once per manager start or
 // poll, not per run: the AdmissionCheck and platform status, the
-// repository's nudge and status.
+// repository's nudge and status, the poll's one RunRequested Event.
+// 26 before Admitted, Running and Sealed stopped being Events and the
+// sealer read the Job from the cache.
 const (
-	runRequestBudget = 28
+	runRequestBudget = 22
 	runWriteBudget   = 6 // the TauRun's creation and its status writes
 )
 

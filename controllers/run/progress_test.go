@@ -60,7 +60,7 @@ func TestProgressBranches(t *testing.T) {
 			phase: taugridv1.PhaseQueued},
 		"an admitted Job whose pods do not run yet is admitted": {
 			objs:  []client.Object{submitted(taugridv1.PhaseQueued), job(builders.MakeJob("r1-1", ns).Unsuspended()), workloadOf(true)},
-			phase: taugridv1.PhaseAdmitted, event: true},
+			phase: taugridv1.PhaseAdmitted}, // the status says so; no Event
 		"a Job complete is a run succeeded, Ready": {
 			objs: []client.Object{submitted(taugridv1.PhaseRunning),
 				job(builders.MakeJob("r1-1", ns).Unsuspended().Condition(batchv1.JobComplete, "", "")), workloadOf(true)},

@@ -745,7 +745,7 @@ func (r *RunReconciler) recordProgress(run *taugridv1.TauRun, obs Observed, p Pr
 		run.Status.Attempts[n-1].StartTime = &now
 	}
 	recordNodes(run, obs)
-	if p.Phase != run.Status.Phase {
+	if p.Phase != run.Status.Phase && announced(p.Phase) {
 		r.Recorder.Eventf(run, nil, eventType(p.Phase), string(p.Phase), "Progress", "%s", p.Message)
 	}
 	r.setPhase(run, p.Phase, p.Message)
@@ -911,6 +911,16 @@ func (r *RunReconciler) failedPods(ctx context.Context, run *taugridv1.TauRun, o
 		}
 	}
 	return pods.Items, nodes, nil
+}
+
+// announced says which phases a run's Event announces: its end, and a
+// step back to Pending (a lost node, a retry). The forward steps between,
+// Admitted and Running, are the status's phase and its list of phases,
+// which kubectl get, tau status and the forge's status show; an Event
+// each was two more writes a run to the API server every tenant shares
+// (the issue "Scale, next round"). Submitted has its own Event.
+func announced(p taugridv1.RunPhase) bool {
+	return p.Final() || p == taugridv1.PhasePending
 }
 
 func eventType(p taugridv1.RunPhase) string {

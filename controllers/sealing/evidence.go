@@ -134,8 +134,9 @@ func (e *EvidenceRecorder) seal(ctx context.Context, run *taugridv1.TauRun, atte
 		}
 		msg := fmt.Sprintf("attempt %d sealed as %s", n, digest)
 		e.count("sealed")
+		// No Event: the condition says it, and the run's evidence page
+		// lists every attempt's bundle; an Event was one more write a run.
 		e.SetCondition(run, metav1.ConditionTrue, shared.ReasonEvidenceSealed, msg)
-		e.Recorder.Eventf(run, nil, corev1.EventTypeNormal, shared.ReasonEvidenceSealed, "Seal", "%s", msg)
 	}
 	if needsEvidenceRetry(run) {
 		// Everything was sealed before (a lost status write): say so.

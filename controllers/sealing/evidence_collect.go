@@ -173,13 +173,24 @@ func (e *EvidenceRecorder) collectRun(ctx context.Context, c *Collection) error 
 		return err
 	}
 	name := run.Status.Attempts[c.Attempt-1].Workload
-	for _, owner := range []client.Object{&batchv1.Job{}, &rayv1.RayJob{}} {
-		switch err := e.reader().Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: name}, owner); {
-		case err == nil:
-			c.owner = owner
-			return nil
-		case !apierrors.IsNotFound(err):
-			return err
+	// The cache first: it holds every Job and RayJob of a run (the run
+	// controller watches them), and what is read of it here (labels,
+	// annotations, UID, creation time) is what the cache keeps. Only one
+	// the cache does not hold is looked for in the API server, to tell
+	// gone from not yet seen.
+	readers := []client.Reader{e.Client}
+	if e.APIReader != nil {
+		readers = append(readers, e.APIReader)
+	}
+	for _, r := range readers {
+		for _, owner := range []client.Object{&batchv1.Job{}, &rayv1.RayJob{}} {
+			switch err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: name}, owner); {
+			case err == nil:
+				c.owner = owner
+				return nil
+			case !apierrors.IsNotFound(err):
+				return err
+			}
 		}
 	}
 	c.note("workload %s is gone", name)

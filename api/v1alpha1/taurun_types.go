@@ -416,7 +416,12 @@ type TauRun struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
 
-	Spec   TauRunSpec   `json:"spec"`
+	Spec TauRunSpec `json:"spec"`
+	// Status is the controller's, but a run just created already reads
+	// Pending: the API server fills that in from the schema's default when
+	// it serves the stored run, so no run is ever listed without a phase,
+	// however far behind the controller is.
+	// +kubebuilder:default={phase: Pending, message: "accepted: preparing the run"}
 	Status TauRunStatus `json:"status,omitempty"`
 }
 

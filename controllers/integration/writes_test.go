@@ -23,7 +23,7 @@ import (
 // server would refuse (409); once the cache shows the write, it goes on.
 func TestAReconcileOnACopyOlderThanItsOwnWriteWaitsAndWritesNothing(t *testing.T) {
 	f, req, stale, cur := reconciledOnce(t, "lag")
-	if cur.ResourceVersion == stale.ResourceVersion || cur.Status.Phase == "" {
+	if cur.ResourceVersion == stale.ResourceVersion || len(cur.Status.Phases) == 0 {
 		t.Fatalf("the first reconcile wrote no status: %+v", cur.Status)
 	}
 

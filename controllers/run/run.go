@@ -1077,7 +1077,9 @@ func (r *RunReconciler) fail(run *taugridv1.TauRun, reason, msg string) {
 // setPhase moves the run to a phase, stamping the time it entered it.
 func (r *RunReconciler) setPhase(run *taugridv1.TauRun, phase taugridv1.RunPhase, msg string) {
 	run.Status.Message = msg
-	if run.Status.Phase == phase {
+	// A new run reads Pending before any phase is recorded (the schema's
+	// default): its first phase is recorded all the same.
+	if run.Status.Phase == phase && len(run.Status.Phases) > 0 {
 		return
 	}
 	run.Status.Phase = phase

@@ -102,13 +102,17 @@ INTEGRATION := github.com/taugrid/taugrid/controllers/integration
 DEVCLUSTER := github.com/taugrid/taugrid/hack/demo github.com/taugrid/taugrid/hack/devcluster/cluster
 FLEET_TESTS := Worker|Dispatch|Fleet
 TEST_FLAGS := -race -count=1 -timeout 30m
+# The integration halves run up to 28 minutes under make test's load on
+# two cores: 60 minutes, so a slow machine fails on what failed, not on
+# go test's timeout.
+INTEGRATION_FLAGS := -race -count=1 -timeout 60m
 
 .PHONY: test
 test: testbin $(COSIGN) $(REGISTRY_SERVER) ## Run every test (unit, integration on the real API server and Kueue, attestations and the release with the real cosign and a real registry) with -race
 	@export TAU_TESTBIN=$$(hack/testbin.sh --dir) TAU_COSIGN=$(COSIGN) TAU_REGISTRY_SERVER=$(REGISTRY_SERVER); \
 	pkgs=$$($(GO) list ./... | grep -vx -e '$(INTEGRATION)' $(foreach p,$(DEVCLUSTER),-e '$(p)')); \
-	$(GO) test $(TEST_FLAGS) -run '$(FLEET_TESTS)' $(INTEGRATION) & fleet=$$!; \
-	$(GO) test $(TEST_FLAGS) -skip '$(FLEET_TESTS)' $(INTEGRATION) & rest=$$!; \
+	$(GO) test $(INTEGRATION_FLAGS) -run '$(FLEET_TESTS)' $(INTEGRATION) & fleet=$$!; \
+	$(GO) test $(INTEGRATION_FLAGS) -skip '$(FLEET_TESTS)' $(INTEGRATION) & rest=$$!; \
 	$(GO) test $(TEST_FLAGS) $$pkgs; others=$$?; \
 	wait $$fleet; fleet=$$?; wait $$rest; rest=$$?; \
 	$(GO) test $(TEST_FLAGS) -p 1 $(DEVCLUSTER); dev=$$?; \

@@ -151,6 +151,14 @@ func TestOneRunsWholeLifeStaysWithinItsAPIRequestBudget(t *testing.T) {
 	m := startManagerWith(t, func(mgr ctrl.Manager, c *controllers) {
 		c.admission, c.realEvents = true, true
 		c.run.Recorder = mgr.GetEventRecorder("tau-run")
+		// A change that only adds detail (a message, the nodes) is written
+		// --status-detail-interval after the last write: how many such
+		// writes a run sends depends on how long each phase lasts, which
+		// on a loaded machine is longer (make test once counted 7 status
+		// patches, not 5). Here detail waits for the next phase's write, so
+		// the count is the writes a run's life must send; the pacing
+		// itself is controllers/run's detail tests'.
+		c.run.DetailInterval = time.Hour
 		c.sealer = newSealer(mgr, c.run, st, mgr.GetEventRecorder("tau-evidence"))
 	})
 	managerTransport = nil

@@ -58,6 +58,7 @@ type config struct {
 	clusterQPS                  float32 // the scheduler's and Job controller's request rate
 	startDeadline               time.Duration
 	nodeLease                   time.Duration // how long a node's lease lasts (kwok renews it every quarter)
+	kueueJobWorkers             int           // Kueue's Job and Workload reconciler workers (0: its shipped 5)
 	ctrlArgs                    []string      // more tau-controller flags
 }
 
@@ -110,6 +111,7 @@ func main() {
 	memLimit := flag.String("controller-memory-limit", "1Gi", "run the controller in a memory cgroup of this limit, as the chart's resources.limits.memory does (its default); 0: none")
 	flag.DurationVar(&cfg.startDeadline, "start-deadline", 2*time.Hour, "the platform's start_deadline: how long an admitted run's pods may take to start before it fails (the example platform's is 10m)")
 	flag.DurationVar(&cfg.nodeLease, "node-lease", 4*time.Minute, "how long a node's lease lasts; kwok renews it every quarter of that, as the kubelet does (the kubelet's is 40s: at 1,000 nodes, 79-92 of this machine's 2-core API server's 165-236 requests a second, which a real cluster's control plane serves on cores of its own)")
+	flag.IntVar(&cfg.kueueJobWorkers, "kueue-job-workers", 0, "Kueue's Job and Workload reconciler workers, its Configuration's controller.groupKindConcurrency (0: Kueue's shipped 5; docs/operations.md)")
 	qps := flag.Float64("cluster-qps", 100, "request rate of the kube-scheduler and the Job controller (kube-controller-manager), burst twice that, as a cluster of this size runs them (Kubernetes' own defaults, 50 and 20, pace pod creation to a few Jobs a second); 0: their defaults")
 	ctrlArgs := flag.String("controller-flags", "", "more tau-controller flags, space separated (e.g. --run-workers 64)")
 	flag.Parse()
@@ -144,6 +146,9 @@ func (c *config) check(checkpoints, memLimit string) error {
 	}
 	if c.nodeLease < 4*time.Second || c.nodeLease%time.Second != 0 {
 		return fmt.Errorf("-node-lease %s: want whole seconds, at least 4s (the kubelet's is 40s)", c.nodeLease)
+	}
+	if c.kueueJobWorkers < 0 {
+		return fmt.Errorf("-kueue-job-workers %d: want 0 (Kueue's shipped 5) or more", c.kueueJobWorkers)
 	}
 	if checkpoints == "" {
 		c.checkpoints = []int{max(1, c.runs/10), max(1, c.runs/2), c.runs}
@@ -201,6 +206,7 @@ func (h *harness) setUp(ctx context.Context) error {
 	h.logf("starting the control plane (API server, etcd, Kueue, scheduler, Job controller, kwok)")
 	var err error
 	h.env, err = controlplane.Start(ctx, controlplane.Options{Kueue: true, Nodes: true, ClientQPS: h.cfg.clusterQPS, NodeLease: h.cfg.nodeLease,
+		KueueJobWorkers:   h.cfg.kueueJobWorkers,
 		CRDDirectoryPaths: []string{filepath.Join(h.root, "api", "crds")}})
 	if err != nil {
 		return err

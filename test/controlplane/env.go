@@ -45,6 +45,11 @@ type Options struct {
 	// requests a second, which a real cluster's control plane serves on
 	// cores of its own.
 	NodeLease time.Duration
+	// KueueJobWorkers is how many Jobs Kueue's Job reconciler works on at
+	// once (its Configuration's controller.groupKindConcurrency for
+	// Job.batch, Workloads the same); 0 keeps Kueue's shipped 5.
+	// hack/scale's -kueue-job-workers measures what more buys.
+	KueueJobWorkers int
 
 	kueueArgs []string // appended to Kueue's command line; tests use them to make it fail
 }
@@ -253,8 +258,8 @@ func (e *Env) newKueue(binDir string, extraArgs []string) (*Kueue, error) {
 		return nil, err
 	}
 	k.ExtraArgs = extraArgs
-	if e.opts.MultiKueue != nil {
-		k.MultiKueue = e.opts.MultiKueue
+	if e.opts.MultiKueue != nil || e.opts.KueueJobWorkers > 0 {
+		k.MultiKueue, k.JobWorkers = e.opts.MultiKueue, e.opts.KueueJobWorkers
 		if err := k.writeFiles(); err != nil {
 			return nil, fmt.Errorf("kueue: writing its configuration: %w", err)
 		}

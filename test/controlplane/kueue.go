@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -55,6 +56,9 @@ type Kueue struct {
 	// MultiKueue, when set, configures Kueue's MultiKueue admission check
 	// controller (on by default in v0.17: the feature is beta).
 	MultiKueue *MultiKueueSettings
+	// JobWorkers is the concurrency of Kueue's Job and Workload
+	// reconcilers; 0 is Kueue's shipped 5.
+	JobWorkers int
 
 	certs webhookCerts
 }
@@ -123,9 +127,9 @@ controller:
   # each of its reconcilers has one worker, and at 10,000 Jobs Kueue
   # unsuspended the Jobs of admitted Workloads minutes late (hack/scale).
   groupKindConcurrency:
-    Job.batch: 5
+    Job.batch: %[7]d
     Pod: 5
-    Workload.kueue.x-k8s.io: 5
+    Workload.kueue.x-k8s.io: %[7]d
     LocalQueue.kueue.x-k8s.io: 1
     Cohort.kueue.x-k8s.io: 1
     ClusterQueue.kueue.x-k8s.io: 1
@@ -137,7 +141,7 @@ integrations:
   frameworks:
   - batch/job
   - ray.io/rayjob
-`, kueueNamespace, k.HealthPort, k.WebhookPort, k.certDir(), kueueWebhookService, kueueWebhookSecret) + k.MultiKueue.configuration()
+`, kueueNamespace, k.HealthPort, k.WebhookPort, k.certDir(), kueueWebhookService, kueueWebhookSecret, cmp.Or(k.JobWorkers, 5)) + k.MultiKueue.configuration()
 }
 
 // Args is Kueue's command line, without the binary.

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,5 +99,22 @@ func TestKueueCRDsSendOnlyTheRotatorsCRDsToItsConversionWebhook(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("conversion per CRD (-want +got):\n%s", diff)
+	}
+}
+
+// Kueue's Job and Workload reconcilers run its shipped 5 workers unless
+// the control plane asks for more (hack/scale -kueue-job-workers).
+func TestKueuesJobWorkersAreItsShippedFiveUnlessSet(t *testing.T) {
+	for workers, want := range map[int]string{0: "5", 20: "20"} {
+		k := &Kueue{JobWorkers: workers}
+		conf := k.configuration()
+		for _, line := range []string{"    Job.batch: " + want + "\n", "    Workload.kueue.x-k8s.io: " + want + "\n", "    Pod: 5\n"} {
+			if !strings.Contains(conf, line) {
+				t.Errorf("JobWorkers %d: the configuration lacks %q:\n%s", workers, line, conf)
+			}
+		}
+		if strings.Contains(conf, "%!") {
+			t.Errorf("JobWorkers %d: a formatting error in the configuration:\n%s", workers, conf)
+		}
 	}
 }

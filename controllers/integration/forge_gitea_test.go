@@ -429,9 +429,13 @@ func (f *giteaFixture) queueBehindABlocker(tb testing.TB, m *runningManager, rou
 	f.nudge(tb, m)
 	var job string
 	seen := "no run yet"
-	// Two minutes: under make test's load on two cores a poll, a render
-	// and Kueue's admission have taken over one.
-	waitForSaying(tb, 2*time.Minute, "the blocker to be admitted", func() bool {
+	// Five minutes: under make test's load on two cores Kueue has taken
+	// over two to make the blocker's Job a Workload (the run said
+	// "waiting for Kueue to see the workload"). How long it took is
+	// logged, so a slow pass shows.
+	asked := time.Now()
+	defer func() { tb.Logf("the blocker was admitted %s after its tag was pushed", time.Since(asked).Round(time.Second)) }()
+	waitForSaying(tb, 5*time.Minute, "the blocker to be admitted", func() bool {
 		for _, r := range f.listRuns(tb) {
 			if r.Spec.Commit != blocker {
 				continue

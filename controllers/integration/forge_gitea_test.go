@@ -434,7 +434,6 @@ func (f *giteaFixture) queueBehindABlocker(tb testing.TB, m *runningManager, rou
 	// "waiting for Kueue to see the workload"). How long it took is
 	// logged, so a slow pass shows.
 	asked := time.Now()
-	defer func() { tb.Logf("the blocker was admitted %s after its tag was pushed", time.Since(asked).Round(time.Second)) }()
 	waitForSaying(tb, 5*time.Minute, "the blocker to be admitted", func() bool {
 		for _, r := range f.listRuns(tb) {
 			if r.Spec.Commit != blocker {
@@ -447,6 +446,7 @@ func (f *giteaFixture) queueBehindABlocker(tb testing.TB, m *runningManager, rou
 		}
 		return job != ""
 	}, func() string { return seen })
+	tb.Logf("the blocker was admitted %s after its tag was pushed", time.Since(asked).Round(time.Second))
 	fl := f.follow(f.taggedCommit(fmt.Sprintf("waiter%d", round)))
 	defer fl.close()
 	f.nudge(tb, m)

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,6 +60,20 @@ func plantLabelledJob(t *testing.T, ns, name string, labels map[string]string) (
 	return job, wl
 }
 
+// inNamespace keeps the findings about ns's objects: the janitor sweeps the
+// whole cluster, where earlier tests left their own (a Job the run
+// reconciler replaced leaves its Workload to a garbage collector this
+// cluster does not run).
+func inNamespace(ns string, found []janitor.Finding) []janitor.Finding {
+	var mine []janitor.Finding
+	for _, f := range found {
+		if parts := strings.SplitN(f.Object, "/", 3); len(parts) == 3 && parts[1] == ns {
+			mine = append(mine, f)
+		}
+	}
+	return mine
+}
+
 func deleted(t *testing.T, o client.Object) bool {
 	t.Helper()
 	err := k8s.Get(context.Background(), client.ObjectKeyFromObject(o), o)
@@ -95,7 +110,7 @@ func TestTheJanitorReleasesPlantedIdleReservationsOrphansAndStuckPods(t *testing
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(found) != 1 || found[0].Reason != janitor.ReasonOrphanedReservation {
+	if found = inNamespace(f.ns, found); len(found) != 1 || found[0].Reason != janitor.ReasonOrphanedReservation {
 		t.Fatalf("within a minute: %+v; want only the orphan (it can never become useful)", found)
 	}
 	clk.SetTime(clk.Now().Add(2 * time.Minute))
@@ -103,7 +118,7 @@ func TestTheJanitorReleasesPlantedIdleReservationsOrphansAndStuckPods(t *testing
 		t.Fatal(err)
 	}
 	reasons := map[string]bool{}
-	for _, f := range found {
+	for _, f := range inNamespace(f.ns, found) {
 		reasons[f.Reason] = true
 	}
 	for _, r := range []string{janitor.ReasonOrphanedReservation, janitor.ReasonIdleReservation, janitor.ReasonStuckTerminating} {
@@ -179,7 +194,7 @@ func TestTheJanitorReleasesOnlyTauGridsOrphansAndPodsOfEndedRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := map[string]string{}
-	for _, f := range found {
+	for _, f := range inNamespace(f.ns, found) {
 		got[f.Object] = f.Reason
 	}
 	want := map[string]string{"Workload/" + f.ns + "/" + ourWL.Name: janitor.ReasonOrphanedReservation, "Pod/" + f.ns + "/" + ended.Name: janitor.ReasonEndedRunPod}

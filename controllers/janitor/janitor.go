@@ -165,13 +165,22 @@ func (j *Janitor) checkWorkload(ctx context.Context, wl *kueue.Workload, held ti
 	default:
 		return nil, nil
 	}
-	switch err := j.Client.Get(ctx, key, job); {
-	case apierrors.IsNotFound(err):
+	err := j.Client.Get(ctx, key, job)
+	// A job of the same name with another UID replaced the owner (the run
+	// reconciler deletes and recreates an unrecorded one): the Workload's
+	// own job is gone all the same.
+	replaced := err == nil && owner.UID != "" && job.GetUID() != owner.UID
+	switch {
+	case apierrors.IsNotFound(err) || replaced:
 		if ours, err := j.taugrids(ctx, wl, owner.Name); err != nil || !ours {
 			return nil, err // another controller's orphan is its own to judge
 		}
+		gone := "which no longer exists"
+		if replaced {
+			gone = "which was deleted and replaced by another of that name"
+		}
 		f := Finding{Reason: ReasonOrphanedReservation, Object: "Workload/" + wl.Namespace + "/" + wl.Name,
-			Message: fmt.Sprintf("holds quota in queue %s for %s %s, which no longer exists", wl.Spec.QueueName, owner.Kind, owner.Name)}
+			Message: fmt.Sprintf("holds quota in queue %s for %s %s, %s", wl.Spec.QueueName, owner.Kind, owner.Name, gone)}
 		return &f, j.act(ctx, f, wl, nil)
 	case err != nil:
 		return nil, err

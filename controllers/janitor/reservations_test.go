@@ -65,6 +65,16 @@ func TestSweepReservations(t *testing.T) {
 				trainRun().Attempt("train-1", ago(time.Hour), time.Time{}, "").Obj()},
 			want: []Finding{orphan}, released: []string{"Workload team-a/job-train-1"},
 		},
+		"a Workload whose Job was replaced by another of its name is an orphan": {
+			objs: []client.Object{trainJob().JobUID("recreated-uid").ManagedByTauGrid().Obj(),
+				trainWL().ManagedByTauGrid().AdmittedAt(ago(time.Minute)).Obj()},
+			want: []Finding{{Reason: ReasonOrphanedReservation, Object: "Workload/team-a/job-train-1",
+				Message: "holds quota in queue runs for Job train-1, which was deleted and replaced by another of that name"}},
+			released: []string{"Workload team-a/job-train-1"},
+		},
+		"a replaced Job's Workload that nothing says is TauGrid's is left to its owner": {
+			objs: []client.Object{trainJob().JobUID("recreated-uid").Obj(), trainWL().AdmittedAt(ago(time.Hour)).Obj()},
+		},
 		"a gone Job's Workload that nothing says is TauGrid's is left to its owner": {
 			objs: []client.Object{trainWL().AdmittedAt(ago(time.Hour)).Obj()},
 		},

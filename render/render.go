@@ -431,8 +431,42 @@ func (p *Plan) podSpec(c corev1.Container) corev1.PodSpec {
 				Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi")},
 			},
 		}}
+		if src.Progress != "" {
+			p.reportProgress(&spec, src.Progress)
+		}
 	}
 	return spec
+}
+
+// The training code's credential for reporting its progress: a token for
+// the progress audience only, bound to the pod. It can say how far this
+// pod's own attempt is and nothing else: the source server refuses it,
+// and so does the API server (not its audience).
+const (
+	// ProgressTokenAudience is the audience of the progress token; the
+	// progress endpoint accepts no other.
+	ProgressTokenAudience = "taugrid.dev/progress"
+	// ProgressTokenDir is where the training containers find it.
+	ProgressTokenDir    = "/var/run/secrets/taugrid.dev/progress"
+	progressTokenVolume = "tau-progress-token"
+	// progressTokenSeconds: the kubelet renews it before it expires.
+	progressTokenSeconds = 3600
+)
+
+// reportProgress gives every training container of spec the URL to POST
+// its progress to and the token to do it with ($TAU_PROGRESS_URL,
+// $TAU_PROGRESS_TOKEN_FILE).
+func (p *Plan) reportProgress(spec *corev1.PodSpec, url string) {
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: progressTokenVolume, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+			Audience: ProgressTokenAudience, ExpirationSeconds: ptr.To(int64(progressTokenSeconds)), Path: sourceTokenFile}}},
+		DefaultMode: ptr.To(int32(0o440))}}})
+	for i := range spec.Containers {
+		c := &spec.Containers[i]
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: progressTokenVolume, MountPath: ProgressTokenDir, ReadOnly: true})
+		c.Env = append(c.Env, corev1.EnvVar{Name: "TAU_PROGRESS_URL", Value: url},
+			corev1.EnvVar{Name: "TAU_PROGRESS_TOKEN_FILE", Value: ProgressTokenDir + "/" + sourceTokenFile})
+	}
 }
 
 // The init container's credential for the source server: a ServiceAccount

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -240,5 +241,83 @@ func TestRenderedTorchrunWiresRendezvous(t *testing.T) {
 	cmd := strings.Join(j.Spec.Template.Spec.Containers[0].Command, " ")
 	if !strings.Contains(cmd, "--nnodes=2") || !strings.Contains(cmd, "--node-rank=$(NODE_RANK)") {
 		t.Errorf("torchrun command lacks multi-node flags: %s", cmd)
+	}
+}
+
+// Every training container of every pod may report its progress, with a
+// token for the progress audience only; the init container holds only the
+// source token, the training containers never hold it.
+func TestTrainingContainersReportProgressWithTheirOwnToken(t *testing.T) {
+	pol := examplePolicy(t)
+	run := testRun
+	src := *testRun.Source
+	src.Progress = "http://tau-controller.tau-system.svc:9090/progress/team-a/demo-7f3k2"
+	run.Source = &src
+	for _, file := range []string{"torchrun-single.yaml", "ray-inferred.yaml"} {
+		data, err := os.ReadFile("testdata/valid/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rc, err := LoadConfig("tau.yaml", data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs, err := RenderConfig(rc, pol, "team-a", run)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checked := 0
+		for _, tmpl := range podTemplates(objs[0]) {
+			spec := tmpl.Spec
+			audience := map[string]string{} // volume: token audience
+			for _, v := range spec.Volumes {
+				if p := v.Projected; p != nil && len(p.Sources) == 1 && p.Sources[0].ServiceAccountToken != nil {
+					audience[v.Name] = p.Sources[0].ServiceAccountToken.Audience
+				}
+			}
+			mounted := func(c corev1.Container) []string {
+				var auds []string
+				for _, m := range c.VolumeMounts {
+					if a, ok := audience[m.Name]; ok {
+						auds = append(auds, a)
+					}
+				}
+				return auds
+			}
+			for _, c := range spec.InitContainers {
+				if got := mounted(c); !slices.Equal(got, []string{SourceTokenAudience}) {
+					t.Errorf("%s: init container %s holds tokens for %v, want the source's only", file, c.Name, got)
+				}
+			}
+			for _, c := range spec.Containers {
+				if strings.HasPrefix(c.Name, "ray-job-submitter") && len(spec.InitContainers) == 0 {
+					continue // fetches no source: reports nothing either
+				}
+				if got := mounted(c); !slices.Equal(got, []string{ProgressTokenAudience}) {
+					t.Errorf("%s: container %s holds tokens for %v, want the progress one only", file, c.Name, got)
+				}
+				env := map[string]string{}
+				for _, e := range c.Env {
+					env[e.Name] = e.Value
+				}
+				if env["TAU_PROGRESS_URL"] != src.Progress || env["TAU_PROGRESS_TOKEN_FILE"] != ProgressTokenDir+"/token" {
+					t.Errorf("%s: container %s reports progress to %q with %q", file, c.Name, env["TAU_PROGRESS_URL"], env["TAU_PROGRESS_TOKEN_FILE"])
+				}
+				checked++
+			}
+		}
+		if checked == 0 {
+			t.Errorf("%s: no training container was checked", file)
+		}
+	}
+	// Without a progress URL, no token and no variable.
+	objs, err := renderFile(pol, "tau.yaml", []byte("schema_version: 1\nentrypoint: train.py\nruntime: {image: python:3}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range podTemplates(objs[0])[0].Spec.Volumes {
+		if v.Name == progressTokenVolume {
+			t.Error("a pod with nowhere to report its progress got a progress token")
+		}
 	}
 }

@@ -60,6 +60,9 @@ type SourceArchive struct {
 	// Image runs the fetch; it holds no git credentials. The pods get it
 	// fully qualified, as the run's own image (qualifyImage).
 	Image string
+	// Progress is where, beside the archive, the attempt's pods report how
+	// far they are ($TAU_PROGRESS_URL); "": they get no way to report it.
+	Progress string `json:",omitempty"`
 }
 
 // Plan is a run resolved under policy: every default filled, every limit

@@ -8,13 +8,15 @@ import (
 
 // Slot is one run of a queue as the start estimate sees it: the GPUs it
 // holds or needs, its time limit, how long it has run and, where it
-// reports it, how far it is (0 < Progress <= 1; 0: unknown).
+// reports it, how far it is (0 < Progress <= 1; 0: unknown) and how long
+// it had run when it said so (ProgressAt; 0: Elapsed, said just now).
 type Slot struct {
-	Run      string
-	GPUs     int64
-	Limit    time.Duration // 0: none known
-	Elapsed  time.Duration
-	Progress float64
+	Run        string
+	GPUs       int64
+	Limit      time.Duration // 0: none known
+	Elapsed    time.Duration
+	Progress   float64
+	ProgressAt time.Duration
 }
 
 // Queue is one ClusterQueue's GPUs: its own (nominal) quota, how many
@@ -73,14 +75,20 @@ func About(d time.Duration) string {
 }
 
 // remaining is how much longer s runs: from its progress where it reports
-// one (never past its limit), else the rest of its time limit, which
-// bounds it from above.
+// one (the pace it had when it said so, never past its limit), else the
+// rest of its time limit, which bounds it from above.
 func (s Slot) remaining() (time.Duration, bool) {
 	rest := s.Limit - s.Elapsed
 	if s.Progress > 0 && s.Progress <= 1 {
-		byProgress := time.Duration(float64(s.Elapsed)/s.Progress) - s.Elapsed
-		if s.Limit == 0 || byProgress < rest {
-			return max(byProgress, 0), true
+		at := s.ProgressAt
+		if at <= 0 || at > s.Elapsed {
+			at = s.Elapsed
+		}
+		// Past the end its pace foretold, it is slower than it said: only
+		// its limit bounds it.
+		byProgress := time.Duration(float64(at)/s.Progress) - s.Elapsed
+		if byProgress > 0 && (s.Limit == 0 || byProgress < rest) {
+			return byProgress, true
 		}
 	}
 	if s.Limit == 0 {

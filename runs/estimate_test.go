@@ -33,6 +33,17 @@ func TestTheStartEstimateFollowsTheRunsAhead(t *testing.T) {
 				Waiting: []Slot{{Run: "w", GPUs: 4, Limit: time.Hour}}},
 			want: []string{"starts in about 30 min"},
 		},
+		"progress at the pace it had when reported": {
+			// Half done at 30 min, reported 10 min ago: 20 min left.
+			q: Queue{Capacity: 4, Running: []Slot{{Run: "a", GPUs: 4, Limit: 10 * time.Hour, Elapsed: 40 * minute, Progress: 0.5, ProgressAt: 30 * minute}},
+				Waiting: []Slot{{Run: "w", GPUs: 4, Limit: time.Hour}}},
+			want: []string{"starts in about 20 min"},
+		},
+		"a run behind the pace it reported is bounded by its limit": {
+			q: Queue{Capacity: 4, Running: []Slot{{Run: "a", GPUs: 4, Limit: 2 * time.Hour, Elapsed: 70 * minute, Progress: 0.5, ProgressAt: 30 * minute}},
+				Waiting: []Slot{{Run: "w", GPUs: 4, Limit: time.Hour}}},
+			want: []string{"starts in about 50 min"},
+		},
 		"progress never past the limit": {
 			q: Queue{Capacity: 4, Running: []Slot{{Run: "a", GPUs: 4, Limit: 40 * minute, Elapsed: 30 * minute, Progress: 0.1}},
 				Waiting: []Slot{{Run: "w", GPUs: 4, Limit: time.Hour}}},

@@ -216,10 +216,21 @@ func slot(ctx context.Context, c client.Reader, r *taugridv1.TauRun, now time.Ti
 		for _, t := range r.Status.Phases {
 			if t.Phase == taugridv1.PhaseAdmitted {
 				s.Elapsed = now.Sub(t.Time.Time)
+				s.Progress, s.ProgressAt = ReportedProgress(r, t.Time.Time)
 			}
 		}
 	}
 	return s
+}
+
+// ReportedProgress is how far r's current attempt said it was (0 to 1; 0:
+// it said nothing) and how long after start it said so.
+func ReportedProgress(r *taugridv1.TauRun, start time.Time) (float64, time.Duration) {
+	p, n := r.Status.Progress, len(r.Status.Attempts)
+	if p == nil || n == 0 || p.Attempt != r.Status.Attempts[n-1].Number || p.Time.Time.Before(start) {
+		return 0, 0
+	}
+	return float64(p.Percent) / 100, p.Time.Sub(start)
 }
 
 // TimeLimit is the activeDeadlineSeconds of namespace ns's Job or RayJob

@@ -62,12 +62,15 @@ func (s *Sources) SourceLocation(run *taugridv1.TauRun) *render.SourceArchive {
 	return s.location(run, run.Status.SourceDigest)
 }
 
-// location is the archive of digest as the run's pods fetch it.
+// location is the archive of digest as the run's pods fetch it, and
+// where they report their progress (served beside it, ProgressPathPrefix).
 func (s *Sources) location(run *taugridv1.TauRun, digest string) *render.SourceArchive {
+	base := strings.TrimRight(s.BaseURL, "/")
 	return &render.SourceArchive{
-		URL:    fmt.Sprintf("%s%s%s/%s/%s.tar.gz", strings.TrimRight(s.BaseURL, "/"), SourcePathPrefix, run.Namespace, run.Name, digest),
-		SHA256: digest,
-		Image:  s.FetchImage,
+		URL:      fmt.Sprintf("%s%s%s/%s/%s.tar.gz", base, SourcePathPrefix, run.Namespace, run.Name, digest),
+		SHA256:   digest,
+		Image:    s.FetchImage,
+		Progress: fmt.Sprintf("%s%s%s/%s", base, ProgressPathPrefix, run.Namespace, run.Name),
 	}
 }
 
@@ -147,7 +150,7 @@ var errSourceDenied = errors.New("not this run's init container")
 // pod of the run's current attempt and the run can still start it.
 // errSourceDenied for anything else; other errors are transient.
 func (s *Sources) authorize(ctx context.Context, token, ns, name, digest string) (*taugridv1.TauRun, error) {
-	podName, podUID, err := s.reviewPod(ctx, token, ns)
+	podName, podUID, err := reviewPod(ctx, s.Reviewer, token, ns, render.SourceTokenAudience)
 	if err != nil {
 		return nil, err
 	}
@@ -173,13 +176,13 @@ func deniedIfNotFound(err error) error {
 }
 
 // reviewPod asks the API server who token is: it must be a ServiceAccount
-// of namespace ns, for the source audience, bound to a pod.
-func (s *Sources) reviewPod(ctx context.Context, token, ns string) (podName, podUID string, err error) {
-	st, err := s.Reviewer.Review(ctx, token, []string{render.SourceTokenAudience})
+// of namespace ns, for audience, bound to a pod.
+func reviewPod(ctx context.Context, reviewer TokenReviewer, token, ns, audience string) (podName, podUID string, err error) {
+	st, err := reviewer.Review(ctx, token, []string{audience})
 	if err != nil {
 		return "", "", err
 	}
-	if !st.Authenticated || !slices.Contains(st.Audiences, render.SourceTokenAudience) {
+	if !st.Authenticated || !slices.Contains(st.Audiences, audience) {
 		return "", "", errSourceDenied
 	}
 	sa, ok := strings.CutPrefix(st.User.Username, "system:serviceaccount:")
@@ -225,7 +228,7 @@ type KubeTokenReviewer struct {
 func (k KubeTokenReviewer) Review(ctx context.Context, token string, audiences []string) (*authenticationv1.TokenReviewStatus, error) {
 	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: audiences}}
 	if err := k.Client.Create(ctx, tr); err != nil {
-		return nil, fmt.Errorf("reviewing a source token: %w", err)
+		return nil, fmt.Errorf("reviewing a pod's token: %w", err)
 	}
 	return &tr.Status, nil
 }

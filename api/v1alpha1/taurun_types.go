@@ -297,6 +297,13 @@ type TauRunStatus struct {
 	// +optional
 	Signature *SignatureStatus `json:"signature,omitempty"`
 
+	// Progress is how far the current attempt said it was, the last time
+	// one of its pods reported it (POST to $TAU_PROGRESS_URL); the start
+	// estimate of the runs waiting behind it reads it. Written at most
+	// once a minute unless it moved by 10 points or reached 100.
+	// +optional
+	Progress *RunProgress `json:"progress,omitempty"`
+
 	// EvidenceURL links to the run's evidence page.
 	// +optional
 	EvidenceURL string `json:"evidenceURL,omitempty"`
@@ -314,6 +321,20 @@ type TauRunStatus struct {
 	// +kubebuilder:validation:MaxItems=50
 	// +optional
 	Notifications []NotificationRecord `json:"notifications,omitempty"`
+}
+
+// RunProgress is how far an attempt said it was, and when.
+type RunProgress struct {
+	// Attempt is the attempt whose pod reported it; another attempt's is
+	// not the current one's progress.
+	// +kubebuilder:validation:Minimum=1
+	Attempt int `json:"attempt"`
+	// Percent done, 0 to 100.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	Percent int32 `json:"percent"`
+	// Time is when it was reported.
+	Time metav1.Time `json:"time"`
 }
 
 // NotificationRecord is one notification of a run to one target.

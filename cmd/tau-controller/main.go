@@ -385,9 +385,13 @@ func setupServers(mgr manager.Manager, sources *server.Sources, clientset kubern
 	hooks.Handle("POST "+taugridv1.WebhookPathPrefix+"{id}", webhookMetrics.Wrap(gitsource.NewWebhookHandler(
 		&server.WebhookReceivers{Client: c, Forge: gitsource.ForgeGitHub, Namespace: o.namespace}, nudger,
 		gitsource.WebhookOptions{Log: ctrl.Log.WithName("webhook"), TrustedProxies: proxies})))
+	// Beside the archives, the attempts' pods report their progress.
+	pods := http.NewServeMux()
+	pods.Handle(server.SourcePathPrefix, sources)
+	pods.Handle(server.ProgressPathPrefix, &server.Progress{Client: c, Reviewer: sources.Reviewer, Clock: clock.RealClock{}})
 	servers := []*http.Server{
 		gitsource.NewWebhookServer(o.webhookAddr, hooks),
-		httplimit.NewServer(o.sourceAddr, sources), // archives stream: each write has its own deadline
+		httplimit.NewServer(o.sourceAddr, pods), // archives stream: each write has its own deadline
 	}
 	if o.apiAddr != "0" {
 		api := &server.RunsAPI{Client: c, APIReader: mgr.GetAPIReader(), Logs: runs.PodLogs{Pods: clientset.CoreV1()}, Clusters: workers, Log: mgr.GetLogger().WithName("runs-api"),

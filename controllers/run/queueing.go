@@ -9,6 +9,7 @@ import (
 	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/render"
 	"github.com/taugrid/taugrid/runs"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,6 +76,7 @@ func (r *RunReconciler) queueState(ctx context.Context, wl *kueue.Workload) runs
 						start = &meta.FindStatusCondition(w.Status.Conditions, kueue.WorkloadAdmitted).LastTransitionTime
 					}
 					slot.Limit, slot.Elapsed = limit, now.Sub(start.Time)
+					slot.Progress, slot.ProgressAt = r.reportedProgress(ctx, w, start.Time)
 				}
 				holding = append(holding, slot)
 			}
@@ -308,6 +310,29 @@ func jobEndedInFailure(o Observed) bool {
 
 // deadline is the activeDeadlineSeconds of a workload's Job or RayJob, and
 // when it started (nil: not yet), read from the cache.
+// reportedProgress is how far the run whose attempt holds w said it was
+// (runs.ReportedProgress), from the cache; 0 for a workload no run of
+// TauGrid's holds.
+func (r *RunReconciler) reportedProgress(ctx context.Context, w *kueue.Workload, start time.Time) (float64, time.Duration) {
+	owner := metav1.GetControllerOfNoCopy(w)
+	if owner == nil {
+		return 0, 0
+	}
+	name, ok := render.RunOfWorkload(owner.Name)
+	if !ok {
+		return 0, 0
+	}
+	run := &taugridv1.TauRun{}
+	if r.Get(ctx, client.ObjectKey{Namespace: w.Namespace, Name: name}, run, client.UnsafeDisableDeepCopy) != nil {
+		return 0, 0
+	}
+	n := len(run.Status.Attempts)
+	if n == 0 || run.Status.Attempts[n-1].Workload != owner.Name {
+		return 0, 0 // another run's job of a like name, or an older attempt's
+	}
+	return runs.ReportedProgress(run, start)
+}
+
 func (r *RunReconciler) deadline(ctx context.Context, w *kueue.Workload) (time.Duration, *metav1.Time, bool) {
 	owner := metav1.GetControllerOfNoCopy(w)
 	if owner == nil {

@@ -15,6 +15,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -39,8 +40,9 @@ type estimateError struct {
 // run reconciler's clock: each run, once Kueue admits it, starts at once
 // and ends after its share of its time limit (fractions[i] for the i-th
 // run admitted). It returns the estimate errors of each run that waited,
-// in the order they started.
-func playQueue(t *testing.T, prefix string, gpus string, fractions []float64) []estimateError {
+// in the order they started. With reports, each running run reports its
+// progress, at a steady pace, before every look.
+func playQueue(t *testing.T, prefix string, gpus string, fractions []float64, reports bool) []estimateError {
 	t.Helper()
 	f := newRunFixture(t, prefix)
 	clock := f.runRec.Clock.(*clocktesting.FakePassiveClock)
@@ -106,6 +108,18 @@ func playQueue(t *testing.T, prefix string, gpus string, fractions []float64) []
 	// on the board.
 	look := func() {
 		now := clock.Now()
+		for _, s := range all {
+			if !reports || s.startAt.IsZero() || s.endAt.IsZero() {
+				continue
+			}
+			// What the progress endpoint writes (server.Progress).
+			done := int32(100 * now.Sub(s.startAt) / s.endAt.Sub(s.startAt))
+			patch := fmt.Sprintf(`{"status":{"progress":{"attempt":1,"percent":%d,"time":%q}}}`, done, now.UTC().Format(time.RFC3339))
+			run := &taugridv1.TauRun{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: s.name}}
+			if err := k8s.Status().Patch(context.Background(), run, client.RawPatch(types.MergePatchType, []byte(patch))); err != nil {
+				t.Fatal(err)
+			}
+		}
 		shown := map[*state]time.Time{}
 		for _, s := range all {
 			if !s.startAt.IsZero() {
@@ -167,6 +181,10 @@ func playQueue(t *testing.T, prefix string, gpus string, fractions []float64) []
 				next = s
 			}
 		}
+		// A look halfway there too, where the runs ahead are well under
+		// way (and, reporting, say how far).
+		clock.SetTime(clock.Now().Add(next.endAt.Sub(clock.Now()) / 2))
+		look()
 		clock.SetTime(next.endAt)
 		setJobStatus(t, f.ns, render.WorkloadName(next.name, 1), "completing", func(st *batchv1.JobStatus) {
 			start := *st.StartTime // set when it started, on the same clock
@@ -202,18 +220,21 @@ func playQueue(t *testing.T, prefix string, gpus string, fractions []float64) []
 // into a queue cut to two GPUs. Runs that use their whole limit start
 // when the estimate said, to the minute; runs that end early start
 // sooner, never later, than any estimate said: the estimate is an upper
-// bound, and each end brings the shown estimate closer.
+// bound, and each end brings the shown estimate closer. Runs that report
+// their progress bring it to their real ends.
 func TestTheStartEstimateIsMeasuredAfterTheFact(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
 		prefix    string
 		fractions []float64
+		reports   bool
 	}{
-		{"every run uses its whole limit", "es1", []float64{1, 1, 1, 1, 1, 1}},
-		{"runs end at 40-100% of their limits", "es2", []float64{0.9, 0.4, 0.7, 1, 0.55, 0.8}},
+		{"every run uses its whole limit", "es1", []float64{1, 1, 1, 1, 1, 1}, false},
+		{"runs end at 40-100% of their limits", "es2", []float64{0.9, 0.4, 0.7, 1, 0.55, 0.8}, false},
+		{"runs end at 40-100% of their limits and report their progress", "es3", []float64{0.9, 0.4, 0.7, 1, 0.55, 0.8}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			errs := playQueue(t, tc.prefix, "2", tc.fractions)
+			errs := playQueue(t, tc.prefix, "2", tc.fractions, tc.reports)
 			if len(errs) != len(tc.fractions)-2 {
 				t.Fatalf("%d runs had an estimate, want %d (all but the two admitted at once)", len(errs), len(tc.fractions)-2)
 			}
@@ -242,6 +263,11 @@ func TestTheStartEstimateIsMeasuredAfterTheFact(t *testing.T) {
 			t.Logf("%s: start estimate error, mean (max); commit status: when pushed %s (%s), last shown %s (%s); board: when pushed %s (%s), last shown %s (%s):%s", tc.name,
 				(sum[0] / n).Round(time.Minute), worst[0].Round(time.Minute), (sum[1] / n).Round(time.Minute), worst[1].Round(time.Minute),
 				(sum[2] / n).Round(time.Minute), worst[2].Round(time.Minute), (sum[3] / n).Round(time.Minute), worst[3].Round(time.Minute), table.String())
+			// Runs that report a steady pace: by halfway through the runs
+			// ahead, the estimate knows when they end.
+			if tc.reports && (worst[1] > 2*time.Minute || worst[3] > 2*time.Minute) {
+				t.Errorf("runs that report their progress: the last estimate is off by up to %s (status) and %s (board), want within 2 minutes", worst[1], worst[3])
+			}
 			if tc.fractions[0] == 1 && (worst[0] > time.Minute || worst[2] > time.Minute) {
 				t.Errorf("runs that use their whole limits: the estimate is off by up to %s (status) and %s (board), want within the minute", worst[0], worst[2])
 			}

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -41,7 +42,12 @@ func newSourceFixture(t *testing.T, prefix string) *sourceFixture {
 	t.Cleanup(srv.Close)
 	sources := &server.Sources{Client: k8s, Git: gitClient, BaseURL: srv.URL, FetchImage: "ghcr.io/taugrid/tau:v0.1.0",
 		Reviewer: server.KubeTokenReviewer{Client: k8s}, APIReader: k8s}
-	srv.Config.Handler = sources
+	// As tau-controller serves them: the archives, and beside them the
+	// attempts' progress reports.
+	mux := http.NewServeMux()
+	mux.Handle(server.SourcePathPrefix, sources)
+	mux.Handle(server.ProgressPathPrefix, &server.Progress{Client: k8s, Reviewer: server.KubeTokenReviewer{Client: k8s}, Clock: clock.RealClock{}})
+	srv.Config.Handler = mux
 	f.runRec.Sources = sources
 
 	f.research.tag("run/with-source")
@@ -95,12 +101,18 @@ func podToken(t *testing.T, ns, sa string, pod *corev1.Pod, audience string) str
 // initToken is the token the init container's projected volume holds.
 func initToken(t *testing.T, pod *corev1.Pod) string {
 	t.Helper()
+	return projectedToken(t, pod, render.SourceTokenAudience)
+}
+
+// projectedToken is the token pod's projected volume for audience holds.
+func projectedToken(t *testing.T, pod *corev1.Pod, audience string) string {
+	t.Helper()
 	for _, v := range pod.Spec.Volumes {
-		if p := v.Projected; p != nil && len(p.Sources) == 1 && p.Sources[0].ServiceAccountToken != nil {
-			return podToken(t, pod.Namespace, pod.Spec.ServiceAccountName, pod, p.Sources[0].ServiceAccountToken.Audience)
+		if p := v.Projected; p != nil && len(p.Sources) == 1 && p.Sources[0].ServiceAccountToken != nil && p.Sources[0].ServiceAccountToken.Audience == audience {
+			return podToken(t, pod.Namespace, pod.Spec.ServiceAccountName, pod, audience)
 		}
 	}
-	t.Fatalf("pod %s projects no ServiceAccount token", pod.Name)
+	t.Fatalf("pod %s projects no ServiceAccount token for %s", pod.Name, audience)
 	return ""
 }
 

@@ -123,6 +123,7 @@ type run struct {
 	usage                     *taugridv1.GPUUsage
 	ranFor                    time.Duration // an ended run's one attempt, from ranAgo
 	ranAgo                    time.Duration
+	progress                  int32 // percent done, reported just now
 }
 
 func (w *world) runs(t *testing.T) {
@@ -132,7 +133,7 @@ func (w *world) runs(t *testing.T) {
 		{name: "r-pending", phase: "Pending", who: "alice@example.com", message: "rendering the run"},
 		{name: "r-running-a", phase: "Running", who: "alice@example.com", gpus: 4, limit: time.Hour, admittedAgo: 35 * time.Minute,
 			usage: &taugridv1.GPUUsage{GPUs: 4, Summary: "4 GPUs, 2% busy", Idle: true, IdleSince: &idleSince}},
-		{name: "r-admitted-b", phase: "Admitted", who: "bob@example.com", gpus: 4, limit: 2 * time.Hour, admittedAgo: 20 * time.Minute},
+		{name: "r-admitted-b", phase: "Admitted", who: "bob@example.com", gpus: 4, limit: 2 * time.Hour, admittedAgo: 20 * time.Minute, progress: 50},
 		{name: "r-queued-1", phase: "Queued", who: "bob@example.com", gpus: 4, limit: time.Hour, position: 1,
 			message: "waiting for quota: 4 nvidia.com/gpu more needed in flavor h200"},
 		{name: "r-queued-2", phase: "Queued", who: "carol@example.com", gpus: 8, limit: 30 * time.Minute, position: 2,
@@ -176,6 +177,9 @@ func (w *world) run(t *testing.T, ns string, r run) {
 		if r.admittedAgo > 0 {
 			st.Phases = append(st.Phases, taugridv1.PhaseTransition{Phase: taugridv1.PhaseAdmitted, Time: at(r.admittedAgo)})
 			st.Attempts = []taugridv1.Attempt{{Number: 1, Workload: "job-" + job, StartTime: ptr.To(at(r.admittedAgo)), GPUUsage: r.usage}}
+			if r.progress > 0 {
+				st.Progress = &taugridv1.RunProgress{Attempt: 1, Percent: r.progress, Time: at(0)}
+			}
 		}
 	}
 	if r.ranFor > 0 {
@@ -302,7 +306,7 @@ func TestATeamsSessionReadsItsOwnBoardAndNoOther(t *testing.T) {
 	}
 	// The same queue as JSON, for scripts and tau queue.
 	code, body, _ = get(t, c, w.url+"/api/v1/namespaces/team-a/queue", "Authorization", "Bearer "+tokenA)
-	if code != http.StatusOK || !strings.Contains(body, `"start": "starts in about 25 min"`) || !strings.Contains(body, `"gpus": 16`) {
+	if code != http.StatusOK || !strings.Contains(body, `"start": "starts in about 20 min"`) || !strings.Contains(body, `"gpus": 16`) {
 		t.Errorf("team A's queue as JSON: %d\n%s", code, body)
 	}
 	// The JSON API takes tokens, never the board's cookie: a page of
@@ -333,12 +337,13 @@ func TestTheBoardShowsTheQueueQuotaAndGPUHoursInABrowser(t *testing.T) {
 	if len(console) > 0 {
 		t.Errorf("the board wrote to the console: %q", console)
 	}
-	// r-running-a ends in 25 min (1 h limit, 35 min run) and r-admitted-b
-	// in 100: r-queued-1 takes r-running-a's 4 GPUs at 25 min; r-queued-2
-	// needs 8 of at most 12, free once r-admitted-b ends at 100 min.
+	// r-running-a ends in 25 min (1 h limit, 35 min run) and r-admitted-b,
+	// half done after 20 min of its 2 h limit, in 20: r-queued-1 takes
+	// r-admitted-b's 4 GPUs at 20 min; r-queued-2 needs 8 of at most 12,
+	// free once r-queued-1 ends at 80 min.
 	for _, want := range []string{
-		">team-a<", "Queued: 3", "Running: 1", "Succeeded: 1",
-		"r-queued-1", "starts in about 25 min", "starts in about 1 h 40 min",
+		">team-a<", "Queued: 3", "Running: 1", "Succeeded: 1", "50% done",
+		"r-queued-1", "starts in about 20 min", "starts in about 1 h 20 min",
 		"will not start: it needs 16 GPUs and its queue's quota holds at most 12",
 		"waiting for quota: 4 nvidia.com/gpu more needed in flavor h200",
 		"8 of 8 GPUs in use", "may borrow 4",

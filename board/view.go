@@ -58,6 +58,7 @@ type RunRow struct {
 	Duration                                                                      time.Duration
 	GPUs                                                                          int32
 	Utilization                                                                   string // "73%", "" when not read
+	Progress                                                                      string // "42% done" as the running attempt reported it
 }
 
 // QueueRow is a run that holds or waits for quota, in Kueue's order.
@@ -67,6 +68,7 @@ type QueueRow struct {
 	Position            int32
 	GPUs                int64
 	Start               string // the estimate, for a waiting run
+	Progress            string // "42% done", for a running one that said so
 }
 
 // QuotaBar is one flavor's GPUs of a ClusterQueue.
@@ -144,6 +146,7 @@ func (t *Team) row(r *taugridv1.TauRun, web string) RunRow {
 	if web != "" && r.Spec.Commit != "" {
 		row.CommitURL = web + "/commit/" + r.Spec.Commit
 	}
+	row.Progress = progressOf(r)
 	if a := current(r); a != nil && a.GPUUsage != nil {
 		row.GPUs = a.GPUUsage.GPUs
 		if n := len(a.GPUUsage.Series.Points); n > 0 {
@@ -177,7 +180,7 @@ func (t *Team) readQueue(ctx context.Context, c client.Reader, ns string, items 
 			continue
 		}
 		t.Queue = append(t.Queue, QueueRow{Run: r.Name, ID: runs.ID(r), Queue: qr.Queue, Why: qr.Message, Phase: qr.Phase,
-			Position: qr.Position, GPUs: qr.GPUs, Start: qr.Start})
+			Position: qr.Position, GPUs: qr.GPUs, Start: qr.Start, Progress: progressOf(r)})
 	}
 	return nil
 }
@@ -313,6 +316,15 @@ func idle(items []taugridv1.TauRun) []IdleRow {
 		out = append(out, row)
 	}
 	return out
+}
+
+// progressOf is "42% done" as r's current attempt last reported it; ""
+// when it said nothing or the run ended.
+func progressOf(r *taugridv1.TauRun) string {
+	if p, a := r.Status.Progress, current(r); p != nil && a != nil && p.Attempt == a.Number && !r.Status.Phase.Final() {
+		return fmt.Sprintf("%d%% done", p.Percent)
+	}
+	return ""
 }
 
 func current(r *taugridv1.TauRun) *taugridv1.Attempt {

@@ -136,6 +136,9 @@ func printRun(w io.Writer, r *taugridv1.TauRun) {
 		}
 	}
 	printGPUUsage(w, r)
+	if p, n := r.Status.Progress, len(r.Status.Attempts); p != nil && n > 0 && p.Attempt == r.Status.Attempts[n-1].Number {
+		fmt.Fprintf(w, "  progress: %d%%, as the run said at %s\n", p.Percent, p.Time.UTC().Format(time.RFC3339))
+	}
 	if r.Status.ConfigDigest != "" {
 		fmt.Fprintf(w, "  config: %s %s; policy at %.12s\n", r.Status.TauFile, r.Status.ConfigDigest, r.Status.PolicyCommit)
 	}

@@ -143,6 +143,25 @@ func TestStatusSaysHowBusyTheGPUsAreAndWarnsWhenIdle(t *testing.T) {
 	}
 }
 
+// tau status shows the current attempt's progress as the run reported it,
+// and not an earlier attempt's.
+func TestStatusShowsTheCurrentAttemptsReportedProgress(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 3, 1, 16, 5, 0, 0, time.UTC))
+	run := &taugridv1.TauRun{Status: taugridv1.TauRunStatus{Phase: taugridv1.PhaseRunning, Attempts: []taugridv1.Attempt{{Number: 1}, {Number: 2}},
+		Progress: &taugridv1.RunProgress{Attempt: 2, Percent: 42, Time: at}}}
+	var b strings.Builder
+	printRun(&b, run)
+	if want := "  progress: 42%, as the run said at 2026-03-01T16:05:00Z\n"; !strings.Contains(b.String(), want) {
+		t.Errorf("tau status lacks %q:\n%s", want, b.String())
+	}
+	run.Status.Progress.Attempt = 1
+	b.Reset()
+	printRun(&b, run)
+	if strings.Contains(b.String(), "progress:") {
+		t.Errorf("tau status shows attempt 1's progress for attempt 2:\n%s", b.String())
+	}
+}
+
 // followOutput is what follow prints, safe to read while it writes.
 type followOutput struct {
 	mu  sync.Mutex

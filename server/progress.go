@@ -95,8 +95,8 @@ func (p *Progress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if token = strings.TrimSpace(token); !ok || token == "" {
+	token := bearer(r)
+	if token == "" {
 		http.Error(w, "progress needs the pod's token: Authorization: Bearer $(cat $TAU_PROGRESS_TOKEN_FILE)", http.StatusUnauthorized)
 		return
 	}

@@ -218,12 +218,12 @@ func (a *RunsAPI) whoami(w http.ResponseWriter, r *http.Request) {
 // authenticate is the namespace the request's bearer token reads; it
 // answers the request itself when there is none.
 func (a *RunsAPI) authenticate(w http.ResponseWriter, r *http.Request) (string, bool) {
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
+	token := bearer(r)
+	if token == "" {
 		apiError(w, http.StatusUnauthorized, "missing bearer token: run tau login --api-url <this API> with your team's API token (or set TAU_TOKEN)")
 		return "", false
 	}
-	ns, err := a.Tokens.NamespaceOf(r.Context(), strings.TrimSpace(token))
+	ns, err := a.Tokens.NamespaceOf(r.Context(), token)
 	switch {
 	case err != nil:
 		a.failed(w, r, http.StatusServiceUnavailable, "cannot check tokens now; try again", err)
@@ -389,9 +389,13 @@ func (a *RunsAPI) followSlot(w http.ResponseWriter, r *http.Request) (release fu
 	return release, ok
 }
 
-// bearer is the request's bearer token, "" without one.
+// bearer is the request's bearer token, "" without one (another scheme
+// is none).
 func bearer(r *http.Request) string {
-	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		return ""
+	}
 	return strings.TrimSpace(token)
 }
 

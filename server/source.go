@@ -107,12 +107,12 @@ func (s *Sources) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.NotFound(w, r)
 		return
 	}
-	token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || strings.TrimSpace(token) == "" {
+	token := bearer(r)
+	if token == "" {
 		http.Error(w, "a source archive needs the run's init container token", http.StatusUnauthorized)
 		return
 	}
-	run, err := s.authorize(r.Context(), strings.TrimSpace(token), m[1], m[2], m[3])
+	run, err := s.authorize(r.Context(), token, m[1], m[2], m[3])
 	switch {
 	case errors.Is(err, errSourceDenied):
 		http.Error(w, "forbidden", http.StatusForbidden)

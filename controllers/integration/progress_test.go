@@ -2,9 +2,7 @@ package integration
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"strings"
 	"testing"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
@@ -16,19 +14,7 @@ import (
 
 func postWithToken(t *testing.T, url, token, body string) (int, string) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
+	resp, b := requestWithToken(t, http.MethodPost, url, token, body)
 	return resp.StatusCode, string(b)
 }
 

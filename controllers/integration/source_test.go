@@ -124,7 +124,14 @@ type fetched struct {
 
 func getWithToken(t *testing.T, url, token string) (fetched, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
+	return requestWithToken(t, http.MethodGet, url, token, "")
+}
+
+// requestWithToken sends body with method to url, with token as the bearer
+// ("": none).
+func requestWithToken(t *testing.T, method, url, token, body string) (fetched, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,8 +143,8 @@ func getWithToken(t *testing.T, url, token string) (fetched, []byte) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return fetched{StatusCode: resp.StatusCode, Status: resp.Status}, body
+	got, _ := io.ReadAll(resp.Body)
+	return fetched{StatusCode: resp.StatusCode, Status: resp.Status}, got
 }
 
 // TestSourceArchivesAreServedOnlyToTheirRunsInitContainer: the rendered

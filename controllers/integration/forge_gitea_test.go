@@ -445,7 +445,7 @@ func (f *giteaFixture) queueBehindABlocker(tb testing.TB, m *runningManager, rou
 			}
 		}
 		return job != ""
-	}, func() string { return seen })
+	}, func() string { return seen + "; in the API server and Kueue's log:" + kueueView(f.ns) })
 	tb.Logf("the blocker was admitted %s after its tag was pushed", time.Since(asked).Round(time.Second))
 	fl := f.follow(f.taggedCommit(fmt.Sprintf("waiter%d", round)))
 	defer fl.close()

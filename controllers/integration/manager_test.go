@@ -2,10 +2,17 @@ package integration
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -14,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/taugrid/taugrid/clusters"
 	"github.com/taugrid/taugrid/server"
@@ -181,4 +189,49 @@ func waitForSaying(t testing.TB, timeout time.Duration, what string, cond func()
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// kueueView is what the API server and Kueue hold for namespace ns's
+// workloads, for a test that waited on Kueue in vain: its Jobs, its
+// Workloads with their conditions, its Events, and the last lines of
+// Kueue's log that name it (the control plane's logs go with the package).
+func kueueView(ns string) string {
+	ctx := context.Background()
+	var b strings.Builder
+	var jobs batchv1.JobList
+	if err := k8s.List(ctx, &jobs, client.InNamespace(ns)); err != nil {
+		fmt.Fprintf(&b, "\n  jobs: %v", err)
+	}
+	for _, j := range jobs.Items {
+		fmt.Fprintf(&b, "\n  job %s uid %s suspend %v labels %v", j.Name, j.UID, ptr.Deref(j.Spec.Suspend, false), j.Labels)
+	}
+	var wls kueue.WorkloadList
+	if err := k8s.List(ctx, &wls, client.InNamespace(ns)); err != nil {
+		fmt.Fprintf(&b, "\n  workloads: %v", err)
+	}
+	for _, w := range wls.Items {
+		fmt.Fprintf(&b, "\n  workload %s owner %v queue %s", w.Name, metav1.GetControllerOf(&w), w.Spec.QueueName)
+		for _, c := range w.Status.Conditions {
+			fmt.Fprintf(&b, "; %s=%s %s %s", c.Type, c.Status, c.Reason, c.Message)
+		}
+	}
+	var evs corev1.EventList
+	if err := k8s.List(ctx, &evs, client.InNamespace(ns)); err != nil {
+		fmt.Fprintf(&b, "\n  events: %v", err)
+	}
+	for _, e := range evs.Items[max(0, len(evs.Items)-15):] {
+		fmt.Fprintf(&b, "\n  event %s %s %s/%s: %s", e.Type, e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message)
+	}
+	if data, err := os.ReadFile(filepath.Join(env.LogDir, "kueue.log")); err == nil {
+		var mine []string
+		for _, l := range strings.Split(string(data), "\n") {
+			if strings.Contains(l, ns) {
+				mine = append(mine, l[:min(len(l), 400)])
+			}
+		}
+		for _, l := range mine[max(0, len(mine)-15):] {
+			fmt.Fprintf(&b, "\n  kueue: %s", l)
+		}
+	}
+	return b.String()
 }

@@ -25,7 +25,7 @@ func postWithToken(t *testing.T, url, token, body string) (int, string) {
 // the source token, not team b's pod claiming the run's labels, not
 // another run's pod, not a token bound to no pod.
 func TestARunsPodReportsItsProgressWithItsOwnTokenOnly(t *testing.T) {
-	f := newSourceFixture(t, "rp1")
+	f := newSourceFixture(t, "pg1")
 	env := map[string]string{}
 	for _, e := range f.pod.Spec.Containers[0].Env {
 		env[e.Name] = e.Value

@@ -681,6 +681,11 @@ func (r *RunReconciler) checkPhase(ctx context.Context, run *taugridv1.TauRun, o
 		if c.done, after, err = r.queueDeadlines(ctx, run, ex); err == nil {
 			c.recheck = sooner(after, dispatched)
 		}
+		if obs.Workload == nil {
+			// Kueue's Workload brings the run its next look; should that
+			// look be lost, this one is not the last.
+			c.recheck = sooner(c.recheck, unseenRecheck)
+		}
 	case taugridv1.PhaseAdmitted:
 		var late bool
 		if late, c.recheck, err = r.startDeadline(ctx, run); late {
@@ -798,6 +803,9 @@ func mergeNodes(have, more []string) []string {
 const (
 	submitRecheck  = 2 * time.Second
 	progressResync = 30 * time.Second
+	// unseenRecheck: a queued run whose job Kueue has not made a Workload
+	// of yet looks again this often (from the cache).
+	unseenRecheck = 15 * time.Second
 )
 
 // reconcileRetry schedules another attempt when the tau file's resilience

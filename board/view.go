@@ -321,7 +321,7 @@ func idle(items []taugridv1.TauRun) []IdleRow {
 // progressOf is "42% done" as r's current attempt last reported it; ""
 // when it said nothing or the run ended.
 func progressOf(r *taugridv1.TauRun) string {
-	if p, a := r.Status.Progress, current(r); p != nil && a != nil && p.Attempt == a.Number && !r.Status.Phase.Final() {
+	if p := runs.CurrentProgress(r); p != nil && !r.Status.Phase.Final() {
 		return fmt.Sprintf("%d%% done", p.Percent)
 	}
 	return ""

@@ -407,7 +407,7 @@ func (p *Plan) podSpec(c corev1.Container) corev1.PodSpec {
 	}
 	if src := p.Run.Source; src != nil {
 		command := []string{"tau", "fetch-source", "--url=" + src.URL, "--sha256=" + src.SHA256, "--dest=" + SourceDir,
-			"--token-file=" + SourceTokenDir + "/" + sourceTokenFile}
+			"--token-file=" + SourceTokenDir + "/" + tokenFile}
 		mounts := []corev1.VolumeMount{{Name: "source", MountPath: SourceDir},
 			{Name: sourceTokenVolume, MountPath: SourceTokenDir, ReadOnly: true}}
 		// The token is mounted in the init container only: the training
@@ -432,7 +432,7 @@ func (p *Plan) podSpec(c corev1.Container) corev1.PodSpec {
 			},
 		}}
 		if src.Progress != "" {
-			p.reportProgress(&spec, src.Progress)
+			reportProgress(&spec, src.Progress)
 		}
 	}
 	return spec
@@ -456,16 +456,16 @@ const (
 // reportProgress gives every training container of spec the URL to POST
 // its progress to and the token to do it with ($TAU_PROGRESS_URL,
 // $TAU_PROGRESS_TOKEN_FILE).
-func (p *Plan) reportProgress(spec *corev1.PodSpec, url string) {
+func reportProgress(spec *corev1.PodSpec, url string) {
 	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: progressTokenVolume, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
-			Audience: ProgressTokenAudience, ExpirationSeconds: ptr.To(int64(progressTokenSeconds)), Path: sourceTokenFile}}},
+			Audience: ProgressTokenAudience, ExpirationSeconds: ptr.To(int64(progressTokenSeconds)), Path: tokenFile}}},
 		DefaultMode: ptr.To(int32(0o440))}}})
 	for i := range spec.Containers {
 		c := &spec.Containers[i]
 		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: progressTokenVolume, MountPath: ProgressTokenDir, ReadOnly: true})
 		c.Env = append(c.Env, corev1.EnvVar{Name: "TAU_PROGRESS_URL", Value: url},
-			corev1.EnvVar{Name: "TAU_PROGRESS_TOKEN_FILE", Value: ProgressTokenDir + "/" + sourceTokenFile})
+			corev1.EnvVar{Name: "TAU_PROGRESS_TOKEN_FILE", Value: ProgressTokenDir + "/" + tokenFile})
 	}
 }
 
@@ -478,7 +478,7 @@ const (
 	SourceTokenAudience = "taugrid.dev/source"
 	// SourceTokenDir is where the init container finds its token.
 	SourceTokenDir    = "/var/run/secrets/taugrid.dev/source"
-	sourceTokenFile   = "token"
+	tokenFile         = "token" // in either token's directory
 	sourceTokenVolume = "tau-source-token"
 	// sourceTokenSeconds is the shortest life the API server grants.
 	sourceTokenSeconds = 600
@@ -487,7 +487,7 @@ const (
 func sourceToken() corev1.Volume {
 	return corev1.Volume{Name: sourceTokenVolume, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 		Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
-			Audience: SourceTokenAudience, ExpirationSeconds: ptr.To(int64(sourceTokenSeconds)), Path: sourceTokenFile}}},
+			Audience: SourceTokenAudience, ExpirationSeconds: ptr.To(int64(sourceTokenSeconds)), Path: tokenFile}}},
 		DefaultMode: ptr.To(int32(0o400))}}}
 }
 

@@ -223,11 +223,21 @@ func slot(ctx context.Context, c client.Reader, r *taugridv1.TauRun, now time.Ti
 	return s
 }
 
+// CurrentProgress is the progress r's current attempt reported; nil when
+// it reported none (an earlier attempt's is not its).
+func CurrentProgress(r *taugridv1.TauRun) *taugridv1.RunProgress {
+	p, n := r.Status.Progress, len(r.Status.Attempts)
+	if p == nil || n == 0 || p.Attempt != r.Status.Attempts[n-1].Number {
+		return nil
+	}
+	return p
+}
+
 // ReportedProgress is how far r's current attempt said it was (0 to 1; 0:
 // it said nothing) and how long after start it said so.
 func ReportedProgress(r *taugridv1.TauRun, start time.Time) (float64, time.Duration) {
-	p, n := r.Status.Progress, len(r.Status.Attempts)
-	if p == nil || n == 0 || p.Attempt != r.Status.Attempts[n-1].Number || p.Time.Time.Before(start) {
+	p := CurrentProgress(r)
+	if p == nil || p.Time.Time.Before(start) {
 		return 0, 0
 	}
 	return float64(p.Percent) / 100, p.Time.Sub(start)

@@ -136,7 +136,7 @@ func printRun(w io.Writer, r *taugridv1.TauRun) {
 		}
 	}
 	printGPUUsage(w, r)
-	if p, n := r.Status.Progress, len(r.Status.Attempts); p != nil && n > 0 && p.Attempt == r.Status.Attempts[n-1].Number {
+	if p := runs.CurrentProgress(r); p != nil {
 		fmt.Fprintf(w, "  progress: %d%%, as the run said at %s\n", p.Percent, p.Time.UTC().Format(time.RFC3339))
 	}
 	if r.Status.ConfigDigest != "" {

@@ -308,8 +308,6 @@ func jobEndedInFailure(o Observed) bool {
 	return done && p.Phase == taugridv1.PhaseFailed
 }
 
-// deadline is the activeDeadlineSeconds of a workload's Job or RayJob, and
-// when it started (nil: not yet), read from the cache.
 // reportedProgress is how far the run whose attempt holds w said it was
 // (runs.ReportedProgress), from the cache; 0 for a workload no run of
 // TauGrid's holds.
@@ -333,6 +331,8 @@ func (r *RunReconciler) reportedProgress(ctx context.Context, w *kueue.Workload,
 	return runs.ReportedProgress(run, start)
 }
 
+// deadline is the activeDeadlineSeconds of a workload's Job or RayJob, and
+// when it started (nil: not yet), read from the cache.
 func (r *RunReconciler) deadline(ctx context.Context, w *kueue.Workload) (time.Duration, *metav1.Time, bool) {
 	owner := metav1.GetControllerOfNoCopy(w)
 	if owner == nil {

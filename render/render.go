@@ -234,7 +234,9 @@ func rayJob(p *Plan) *rayv1.RayJob {
 		},
 	})
 	submitter.RestartPolicy = corev1.RestartPolicyNever
+	// It only submits: no source, no volumes, no progress to report.
 	submitter.Volumes, submitter.InitContainers = nil, nil
+	submitter.Containers[0].VolumeMounts, submitter.Containers[0].Env = nil, nil
 	podMeta := metav1.ObjectMeta{Labels: p.podLabels(), Annotations: p.podAnnotations(p.topologyAnnotations(rayPodSetGroup))}
 	submitterMeta := metav1.ObjectMeta{Labels: p.podLabels(), Annotations: p.podAnnotations(p.submitterTopology())}
 	return &rayv1.RayJob{

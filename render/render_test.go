@@ -123,6 +123,7 @@ func checkQueued(t *testing.T, o client.Object) {
 
 func checkPod(t *testing.T, pod *corev1.PodSpec) {
 	t.Helper()
+	checkMounts(t, "pod", pod)
 	if sc := pod.SecurityContext; sc == nil || sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
 		t.Error("pod may run as root")
 	}
@@ -269,6 +270,7 @@ func TestTrainingContainersReportProgressWithTheirOwnToken(t *testing.T) {
 		checked := 0
 		for _, tmpl := range podTemplates(objs[0]) {
 			spec := tmpl.Spec
+			checkMounts(t, file, &spec)
 			audience := map[string]string{} // volume: token audience
 			for _, v := range spec.Volumes {
 				if p := v.Projected; p != nil && len(p.Sources) == 1 && p.Sources[0].ServiceAccountToken != nil {
@@ -318,6 +320,23 @@ func TestTrainingContainersReportProgressWithTheirOwnToken(t *testing.T) {
 	for _, v := range podTemplates(objs[0])[0].Spec.Volumes {
 		if v.Name == progressTokenVolume {
 			t.Error("a pod with nowhere to report its progress got a progress token")
+		}
+	}
+}
+
+// checkMounts: every container mounts only volumes its pod has (the API
+// server refuses the pod, or KubeRay's submitter Job, otherwise).
+func checkMounts(t *testing.T, what string, spec *corev1.PodSpec) {
+	t.Helper()
+	vols := map[string]bool{}
+	for _, v := range spec.Volumes {
+		vols[v.Name] = true
+	}
+	for _, c := range slices.Concat(spec.InitContainers, spec.Containers) {
+		for _, m := range c.VolumeMounts {
+			if !vols[m.Name] {
+				t.Errorf("%s: container %s mounts %q, which its pod does not have", what, c.Name, m.Name)
+			}
 		}
 	}
 }

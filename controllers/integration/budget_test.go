@@ -12,14 +12,19 @@ import (
 	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	platformctrl "github.com/taugrid/taugrid/controllers/platform"
 	"github.com/taugrid/taugrid/controllers/shared"
 	"github.com/taugrid/taugrid/evidence"
 	"github.com/taugrid/taugrid/render"
 	"github.com/taugrid/taugrid/test/controlplane"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
 
 // managerTransport, when set, wraps the transport of the next test
@@ -130,6 +135,40 @@ const (
 	runWriteBudget   = 6 // the TauRun's creation and its status writes
 )
 
+// awaitStartupWrites backdates the platform's and the repository's last
+// poll, and waits until the manager's first polls have written them again
+// and its activator has marked the admission check Active: what a manager
+// writes once at its start, counted or not by a race, is then behind the
+// count, and the run's own poll (its nudge) is in it.
+func awaitStartupWrites(t *testing.T, f *runFixture, plat *platformFixture) {
+	t.Helper()
+	ctx := context.Background()
+	since := time.Now().Add(-30 * time.Minute) // backdatePolls' hour ago is before it
+	waitFor(t, 60*time.Second, "the manager's first polls and the admission check's activation", func() bool {
+		p, r, ac := &taugridv1.TauPlatform{}, &taugridv1.TauRepository{}, &kueue.AdmissionCheck{}
+		if k8s.Get(ctx, client.ObjectKey{Name: plat.name}, p) != nil || k8s.Get(ctx, client.ObjectKeyFromObject(f.repo), r) != nil ||
+			k8s.Get(ctx, client.ObjectKey{Name: platformctrl.PolicyCheckName(plat.name)}, ac) != nil {
+			return false
+		}
+		polled := func(at *metav1.Time) bool { return at != nil && at.After(since) }
+		return polled(p.Status.LastPollTime) && polled(r.Status.LastPollTime) &&
+			apimeta.IsStatusConditionTrue(ac.Status.Conditions, kueue.AdmissionCheckActive)
+	})
+}
+
+// backdatePolls sets the platform's and the repository's last poll an hour
+// back, so that the manager's first polls must write them.
+func backdatePolls(t *testing.T, f *runFixture, plat *platformFixture) {
+	t.Helper()
+	ago := metav1.NewTime(time.Now().Add(-time.Hour))
+	patch := client.RawPatch(types.MergePatchType, []byte(fmt.Sprintf(`{"status":{"lastPollTime":%q}}`, ago.UTC().Format(time.RFC3339))))
+	for _, o := range []client.Object{&taugridv1.TauPlatform{ObjectMeta: metav1.ObjectMeta{Name: plat.name}}, &taugridv1.TauRepository{ObjectMeta: f.repo.ObjectMeta}} {
+		if err := k8s.Status().Patch(context.Background(), o, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // TestOneRunsWholeLifeStaysWithinItsAPIRequestBudget runs one run through
 // its life on the control plane with nodes, the manager's requests counted
 // from the moment its caches are in sync to the run's end, and fails when
@@ -140,6 +179,7 @@ func TestOneRunsWholeLifeStaysWithinItsAPIRequestBudget(t *testing.T) {
 	plat.r.AdmissionCheck = true
 	f := newRunFixtureWith(t, "bud", plat)
 	addNode(t, controlplane.GPUNode("bud-gpu"))
+	backdatePolls(t, f, plat)
 	counted := &apiRequests{}
 	managerTransport = counted.wrap
 	st, err := evidence.NewFileStore(t.TempDir())
@@ -163,6 +203,7 @@ func TestOneRunsWholeLifeStaysWithinItsAPIRequestBudget(t *testing.T) {
 	})
 	managerTransport = nil
 	defer m.stop()
+	awaitStartupWrites(t, f, plat)
 	counted.start()
 
 	f.research.runRef("one", "target: default\n")

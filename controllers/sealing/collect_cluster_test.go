@@ -147,3 +147,58 @@ func TestTheBundleRecordsWhatTheClusterStillShows(t *testing.T) {
 		})
 	}
 }
+
+// eventLists counts the event lists read through it; busy, it says that
+// a namespace-wide list has more to come, as the API server does for a
+// namespace with more events than the page.
+type eventLists struct {
+	client.Reader
+	busy bool
+	n    int
+}
+
+func (r *eventLists) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if err := r.Reader.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	if l, ok := list.(*corev1.EventList); ok {
+		r.n++
+		if lo := (&client.ListOptions{}).ApplyOptions(opts); r.busy && lo.FieldSelector == nil {
+			l.Continue = "more"
+		}
+	}
+	return nil
+}
+
+func TestAQuietNamespacesEventsAreOneListABusyOnesOneListPerObject(t *testing.T) {
+	for _, tc := range []struct {
+		busy  bool
+		lists int
+	}{
+		{busy: false, lists: 1},
+		// the namespace-wide page, then the run, its Job, Workload and pod
+		{busy: true, lists: 5},
+	} {
+		w := newSealWorld(t, nil, researchRepo(), hfSecret(), sealingRun().Obj(), attemptJob(), attemptWorkload(), attemptPod(0),
+			gpuNode(corev1.ConditionTrue, started.Add(-time.Hour)),
+			builders.MakeEventAbout("e1", ns, "Pod", "r-1-xyz12", "Normal", "Started", "started container main", started.Add(time.Second)),
+			builders.MakeEventAbout("e2", ns, "TauRun", "r", "Normal", "Succeeded", "the run succeeded", ended),
+			builders.MakeEventAbout("e3", ns, "Pod", "other-pod", "Warning", "BackOff", "not this run's", started))
+		counted := &eventLists{Reader: w.c, busy: tc.busy}
+		w.e.APIReader = counted
+		if _, err := w.e.Reconcile(context.Background(), runR); err != nil {
+			t.Fatal(err)
+		}
+		_, rec, _ := w.bundle(t, 1)
+		var got []string
+		for _, e := range rec.Events {
+			got = append(got, e.Object+" "+e.Reason)
+		}
+		if d := cmp.Diff([]string{"Pod/r-1-xyz12 Started", "TauRun/r Succeeded"}, got); d != "" {
+			t.Errorf("busy %t: events (-want +got):\n%s", tc.busy, d)
+		}
+		if counted.n != tc.lists {
+			t.Errorf("busy %t: %d event lists, want %d", tc.busy, counted.n, tc.lists)
+		}
+	}
+}

@@ -562,6 +562,42 @@ func (e *EvidenceRecorder) collectEvents(ctx context.Context, c *Collection) err
 		c.note("events not recorded: no API reader")
 		return nil
 	}
+	for _, ev := range eventsAbout(ctx, c, about) {
+		c.Rec.Events = append(c.Rec.Events, evidence.EventRecord{Time: eventTime(&ev), Type: ev.Type, Reason: ev.Reason,
+			Object: ev.InvolvedObject.Kind + "/" + ev.InvolvedObject.Name, Message: ev.Message, Count: ev.Count})
+	}
+	slices.SortStableFunc(c.Rec.Events, func(a, b evidence.EventRecord) int { return a.Time.Compare(b.Time) })
+	if n := len(c.Rec.Events); n > maxEvents {
+		c.Rec.Events = c.Rec.Events[n-maxEvents:]
+	}
+	return nil
+}
+
+// eventsPage is how many of a namespace's events one list reads: a
+// namespace whose events fit is read whole, in one request, and its events
+// about the run kept; a busier one is read one field-selected list per
+// object. The API server scans the namespace's events for either (events
+// have no index by object), so one list costs it less than one per object
+// (the run, its Job, Workload and each pod) while the namespace is quiet.
+const eventsPage = 500
+
+// eventsAbout lists the namespace's events about the named objects. What
+// cannot be listed is noted in the bundle; it never stops the seal.
+func eventsAbout(ctx context.Context, c *Collection, about map[string]bool) []corev1.Event {
+	var all corev1.EventList
+	if err := c.At.events.List(ctx, &all, client.InNamespace(c.Run.Namespace), client.Limit(eventsPage)); err != nil {
+		c.note("listing events: %v", c.Masker.Mask(eventsError(c, err)))
+		return nil
+	}
+	var kept []corev1.Event
+	if all.Continue == "" {
+		for _, ev := range all.Items {
+			if about[ev.InvolvedObject.Name] {
+				kept = append(kept, ev)
+			}
+		}
+		return kept
+	}
 	for _, name := range slices.Sorted(maps.Keys(about)) {
 		// One field-selected list per object, never all of a busy namespace;
 		// for a dispatched attempt, one on the manager and one on the worker.
@@ -571,16 +607,9 @@ func (e *EvidenceRecorder) collectEvents(ctx context.Context, c *Collection) err
 			c.note("listing events of %s: %v", name, c.Masker.Mask(eventsError(c, err)))
 			continue
 		}
-		for _, ev := range list.Items {
-			c.Rec.Events = append(c.Rec.Events, evidence.EventRecord{Time: eventTime(&ev), Type: ev.Type, Reason: ev.Reason,
-				Object: ev.InvolvedObject.Kind + "/" + ev.InvolvedObject.Name, Message: ev.Message, Count: ev.Count})
-		}
+		kept = append(kept, list.Items...)
 	}
-	slices.SortStableFunc(c.Rec.Events, func(a, b evidence.EventRecord) int { return a.Time.Compare(b.Time) })
-	if n := len(c.Rec.Events); n > maxEvents {
-		c.Rec.Events = c.Rec.Events[n-maxEvents:]
-	}
-	return nil
+	return kept
 }
 
 // eventsError says why events could not be listed, naming the worker for

@@ -113,7 +113,7 @@ func (f *giteaFixture) taggedCommit(prefix string) string {
 }
 
 // statuses lists what Gitea holds for a run's context on its commit.
-func (f *giteaFixture) statuses(t *testing.T, run *taugridv1.TauRun) []controlplane.GiteaStatus {
+func (f *giteaFixture) statuses(t testing.TB, run *taugridv1.TauRun) []controlplane.GiteaStatus {
 	t.Helper()
 	all, err := f.gitea.CommitStatuses(context.Background(), f.name, run.Spec.Commit)
 	if err != nil {

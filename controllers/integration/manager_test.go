@@ -30,6 +30,7 @@ import (
 	"github.com/taugrid/taugrid/controllers/admission"
 	"github.com/taugrid/taugrid/controllers/forgestatus"
 	platformctrl "github.com/taugrid/taugrid/controllers/platform"
+	"github.com/taugrid/taugrid/forge"
 	repoctrl "github.com/taugrid/taugrid/controllers/repository"
 	runctrl "github.com/taugrid/taugrid/controllers/run"
 	"github.com/taugrid/taugrid/controllers/sealing"
@@ -110,7 +111,7 @@ func startManagerWith(t testing.TB, adjust func(ctrl.Manager, *controllers)) *ru
 			AdmissionCheck: adjusted.admission},
 		&repoctrl.RepositoryReconciler{Client: c, Git: gitClient, Policies: policies, Clock: clk, Recorder: recorder("tau-repository")},
 		runs,
-		&forgestatus.ForgeReconciler{Client: c, APIReader: mgr.GetAPIReader(), Clock: clk, Recorder: recorder("tau-forge")},
+		&forgestatus.ForgeReconciler{Client: c, APIReader: mgr.GetAPIReader(), Clock: clk, Recorder: recorder("tau-forge"), Posters: adjusted.posters},
 	}
 	if adjusted.admission {
 		// As cmd/tau-controller: the platform puts the check on its
@@ -161,6 +162,9 @@ type controllers struct {
 	// cmd/tau-controller's do (the run reconciler's and the sealer's are
 	// adjust's to set).
 	realEvents bool
+	// posters are the forge reconciler's; nil: its own, which do not pace
+	// the forge.
+	posters *forge.Posters
 }
 
 // stop stops the manager and waits until it has.

@@ -30,11 +30,11 @@ import (
 	"github.com/taugrid/taugrid/controllers/admission"
 	"github.com/taugrid/taugrid/controllers/forgestatus"
 	platformctrl "github.com/taugrid/taugrid/controllers/platform"
-	"github.com/taugrid/taugrid/forge"
 	repoctrl "github.com/taugrid/taugrid/controllers/repository"
 	runctrl "github.com/taugrid/taugrid/controllers/run"
 	"github.com/taugrid/taugrid/controllers/sealing"
 	"github.com/taugrid/taugrid/controllers/shared"
+	"github.com/taugrid/taugrid/forge"
 	"github.com/taugrid/taugrid/policy"
 )
 

@@ -123,6 +123,16 @@ func (f *giteaFixture) statuses(t testing.TB, run *taugridv1.TauRun) []controlpl
 	return slices.DeleteFunc(all, func(s controlplane.GiteaStatus) bool { return s.Context != ctxName })
 }
 
+// showSuccess: every run's commit shows its success last.
+func (f *giteaFixture) showSuccess(t testing.TB, runs []taugridv1.TauRun) bool {
+	for i := range runs {
+		if st := f.statuses(t, &runs[i]); len(st) == 0 || st[len(st)-1].State != "success" {
+			return false
+		}
+	}
+	return true
+}
+
 // completeAdmittedJobs completes every Job Kueue admitted (unsuspended),
 // as the Job controller would once its pod exits 0.
 func (f *giteaFixture) completeAdmittedJobs(t *testing.T) {
@@ -212,14 +222,7 @@ func TestFiftyRunsPushedAtOnceShowEachStateOnceOnGitea(t *testing.T) {
 	})
 	t.Logf("50 runs pushed at once succeeded %s later", time.Since(start).Round(time.Millisecond))
 	runs := f.listRuns(t)
-	waitFor(t, 30*time.Second, "every commit to show success", func() bool {
-		for i := range runs {
-			if st := f.statuses(t, &runs[i]); len(st) == 0 || st[len(st)-1].State != "success" {
-				return false
-			}
-		}
-		return true
-	})
+	waitFor(t, 30*time.Second, "every commit to show success", func() bool { return f.showSuccess(t, runs) })
 	time.Sleep(2 * time.Second) // a late duplicate would land by now
 	var lat latencies
 	posts := 0

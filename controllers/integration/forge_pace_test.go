@@ -75,14 +75,8 @@ func hundredRunTagsAtTheDefaultPace(b *testing.B, prefix string) {
 	})
 	ended := time.Now()
 	runs := f.listRuns(b)
-	waitForSaying(b, 5*time.Minute, "every commit to show its run's success", func() bool {
-		for i := range runs {
-			if st := f.statuses(b, &runs[i]); len(st) == 0 || st[len(st)-1].State != "success" {
-				return false
-			}
-		}
-		return true
-	}, func() string { return unshown(b, f, buckets) })
+	waitForSaying(b, 5*time.Minute, "every commit to show its run's success", func() bool { return f.showSuccess(b, runs) },
+		func() string { return unshown(b, f, buckets) })
 	shown := time.Now()
 	time.Sleep(2 * time.Second) // a late post would land by now
 

@@ -2,6 +2,7 @@ package sealing
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -148,43 +149,61 @@ func TestTheBundleRecordsWhatTheClusterStillShows(t *testing.T) {
 	}
 }
 
-// eventLists counts the event lists read through it; busy, it says that
-// a namespace-wide list has more to come, as the API server does for a
-// namespace with more events than the page.
+// eventLists counts the event lists read through it. With pages > 1 a
+// namespace-wide list is paged as the API server pages a namespace with
+// more events than the page: the items on the first page, remaining
+// (nil: not counted) said there, empty pages after.
 type eventLists struct {
 	client.Reader
-	busy bool
-	n    int
+	pages     int
+	remaining *int64
+	n         int
 }
 
 func (r *eventLists) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
 	if err := r.Reader.List(ctx, list, opts...); err != nil {
 		return err
 	}
-	if l, ok := list.(*corev1.EventList); ok {
-		r.n++
-		if lo := (&client.ListOptions{}).ApplyOptions(opts); r.busy && lo.FieldSelector == nil {
-			l.Continue = "more"
-		}
+	l, ok := list.(*corev1.EventList)
+	if !ok {
+		return nil
+	}
+	r.n++
+	lo := (&client.ListOptions{}).ApplyOptions(opts)
+	if r.pages <= 1 || lo.FieldSelector != nil {
+		return nil
+	}
+	page := 0
+	if lo.Continue != "" {
+		page, _ = strconv.Atoi(lo.Continue)
+		l.Items = nil
+	} else {
+		l.RemainingItemCount = r.remaining
+	}
+	if page+1 < r.pages {
+		l.Continue = strconv.Itoa(page + 1)
 	}
 	return nil
 }
 
-func TestAQuietNamespacesEventsAreOneListABusyOnesOneListPerObject(t *testing.T) {
-	for _, tc := range []struct {
-		busy  bool
-		lists int
+func TestANamespacesEventsArePagedUnlessOneListPerObjectIsFewer(t *testing.T) {
+	for name, tc := range map[string]struct {
+		pages     int
+		remaining *int64
+		lists     int
 	}{
-		{busy: false, lists: 1},
-		// the namespace-wide page, then the run, its Job, Workload and pod
-		{busy: true, lists: 5},
+		"a quiet namespace: one page":   {pages: 1, lists: 1},
+		"3 pages, fewer than 4 objects": {pages: 3, remaining: ptr.To[int64](2*eventsPage - 10), lists: 3},
+		// the first page, then the run, its Job, Workload and pod
+		"9 pages":              {pages: 9, remaining: ptr.To[int64](8 * eventsPage), lists: 5},
+		"the rest not counted": {pages: 2, lists: 5},
 	} {
 		w := newSealWorld(t, nil, researchRepo(), hfSecret(), sealingRun().Obj(), attemptJob(), attemptWorkload(), attemptPod(0),
 			gpuNode(corev1.ConditionTrue, started.Add(-time.Hour)),
 			builders.MakeEventAbout("e1", ns, "Pod", "r-1-xyz12", "Normal", "Started", "started container main", started.Add(time.Second)),
 			builders.MakeEventAbout("e2", ns, "TauRun", "r", "Normal", "Succeeded", "the run succeeded", ended),
 			builders.MakeEventAbout("e3", ns, "Pod", "other-pod", "Warning", "BackOff", "not this run's", started))
-		counted := &eventLists{Reader: w.c, busy: tc.busy}
+		counted := &eventLists{Reader: w.c, pages: tc.pages, remaining: tc.remaining}
 		w.e.APIReader = counted
 		if _, err := w.e.Reconcile(context.Background(), runR); err != nil {
 			t.Fatal(err)
@@ -195,10 +214,10 @@ func TestAQuietNamespacesEventsAreOneListABusyOnesOneListPerObject(t *testing.T)
 			got = append(got, e.Object+" "+e.Reason)
 		}
 		if d := cmp.Diff([]string{"Pod/r-1-xyz12 Started", "TauRun/r Succeeded"}, got); d != "" {
-			t.Errorf("busy %t: events (-want +got):\n%s", tc.busy, d)
+			t.Errorf("%s: events (-want +got):\n%s", name, d)
 		}
 		if counted.n != tc.lists {
-			t.Errorf("busy %t: %d event lists, want %d", tc.busy, counted.n, tc.lists)
+			t.Errorf("%s: %d event lists, want %d", name, counted.n, tc.lists)
 		}
 	}
 }

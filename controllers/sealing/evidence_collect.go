@@ -573,34 +573,44 @@ func (e *EvidenceRecorder) collectEvents(ctx context.Context, c *Collection) err
 	return nil
 }
 
-// eventsPage is how many of a namespace's events one list reads: a
-// namespace whose events fit is read whole, in one request, and its events
-// about the run kept; a busier one is read one field-selected list per
-// object. The API server scans the namespace's events for either (events
-// have no index by object), so one list costs it less than one per object
-// (the run, its Job, Workload and each pod) while the namespace is quiet.
-const eventsPage = 500
+// eventsPage is how many of a namespace's events one list reads. The API
+// server scans the namespace's events for a list by object too (events
+// have no index by object), so reading the namespace in pages and keeping
+// the run's events costs it fewer requests than one list per object (the
+// run, its Job, Workload and each pod) while the namespace needs fewer
+// pages than there are objects; a busier one is read one list per object
+// (after its first page, which says how many events are left).
+const eventsPage = 250
 
 // eventsAbout lists the namespace's events about the named objects. What
 // cannot be listed is noted in the bundle; it never stops the seal.
 func eventsAbout(ctx context.Context, c *Collection, about map[string]bool) []corev1.Event {
-	var all corev1.EventList
-	if err := c.At.events.List(ctx, &all, client.InNamespace(c.Run.Namespace), client.Limit(eventsPage)); err != nil {
-		c.note("listing events: %v", c.Masker.Mask(eventsError(c, err)))
-		return nil
-	}
 	var kept []corev1.Event
-	if all.Continue == "" {
-		for _, ev := range all.Items {
+	keep := func(items []corev1.Event) {
+		for _, ev := range items {
 			if about[ev.InvolvedObject.Name] {
 				kept = append(kept, ev)
 			}
 		}
-		return kept
 	}
+	var page corev1.EventList
+	for pages := 0; ; pages++ {
+		if err := c.At.events.List(ctx, &page, client.InNamespace(c.Run.Namespace), client.Limit(eventsPage), client.Continue(page.Continue)); err != nil {
+			c.note("listing events: %v", c.Masker.Mask(eventsError(c, err)))
+			return nil
+		}
+		keep(page.Items)
+		if page.Continue == "" {
+			return kept
+		}
+		if pages == 0 && !fewerPagesThanObjects(page.RemainingItemCount, len(about)) {
+			break
+		}
+	}
+	kept = nil
 	for _, name := range slices.Sorted(maps.Keys(about)) {
-		// One field-selected list per object, never all of a busy namespace;
-		// for a dispatched attempt, one on the manager and one on the worker.
+		// One field-selected list per object; for a dispatched attempt,
+		// one on the manager and one on the worker.
 		var list corev1.EventList
 		if err := c.At.events.List(ctx, &list, client.InNamespace(c.Run.Namespace), client.MatchingFields{"involvedObject.name": name},
 			client.Limit(maxEvents)); err != nil {
@@ -610,6 +620,18 @@ func eventsAbout(ctx context.Context, c *Collection, about map[string]bool) []co
 		kept = append(kept, list.Items...)
 	}
 	return kept
+}
+
+// fewerPagesThanObjects: the rest of the namespace's events (remaining,
+// as the API server counts them after the first page; nil when it does
+// not) takes no more pages, the first one included, than the n lists of
+// one per object would be requests.
+func fewerPagesThanObjects(remaining *int64, n int) bool {
+	if remaining == nil {
+		return false
+	}
+	pages := 1 + (*remaining+eventsPage-1)/eventsPage
+	return pages <= int64(n)
 }
 
 // eventsError says why events could not be listed, naming the worker for

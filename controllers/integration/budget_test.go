@@ -173,8 +173,9 @@ func backdatePolls(t *testing.T, f *runFixture, plat *platformFixture) {
 
 // TestOneRunsWholeLifeStaysWithinItsAPIRequestBudget runs one run through
 // its life on the control plane with nodes, the manager's requests counted
-// from the moment its caches are in sync to the run's end, and fails when
-// they exceed the budget, or when any write is refused for a stale copy.
+// from the end of its start-up writes (awaitStartupWrites) to the run's
+// end, and fails when they exceed the budget, or when any write is refused
+// for a stale copy.
 func TestOneRunsWholeLifeStaysWithinItsAPIRequestBudget(t *testing.T) {
 	onCluster(t)
 	plat := newPlatformFrom(t, examplePlatformCopy(t, "bud"))

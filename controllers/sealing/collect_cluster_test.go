@@ -11,6 +11,7 @@ import (
 	"github.com/taugrid/taugrid/test/builders"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -157,10 +158,15 @@ type eventLists struct {
 	client.Reader
 	pages     int
 	remaining *int64
+	expired   bool // a page after the first is refused, as an expired continue token is
 	n         int
 }
 
 func (r *eventLists) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if lo := (&client.ListOptions{}).ApplyOptions(opts); r.expired && lo.Continue != "" {
+		r.n++
+		return apierrors.NewResourceExpired("the continue token is too old")
+	}
 	if err := r.Reader.List(ctx, list, opts...); err != nil {
 		return err
 	}
@@ -190,6 +196,7 @@ func TestANamespacesEventsArePagedUnlessOneListPerObjectIsFewer(t *testing.T) {
 	for name, tc := range map[string]struct {
 		pages     int
 		remaining *int64
+		expired   bool
 		lists     int
 	}{
 		"a quiet namespace: one page":   {pages: 1, lists: 1},
@@ -203,7 +210,7 @@ func TestANamespacesEventsArePagedUnlessOneListPerObjectIsFewer(t *testing.T) {
 			builders.MakeEventAbout("e1", ns, "Pod", "r-1-xyz12", "Normal", "Started", "started container main", started.Add(time.Second)),
 			builders.MakeEventAbout("e2", ns, "TauRun", "r", "Normal", "Succeeded", "the run succeeded", ended),
 			builders.MakeEventAbout("e3", ns, "Pod", "other-pod", "Warning", "BackOff", "not this run's", started))
-		counted := &eventLists{Reader: w.c, pages: tc.pages, remaining: tc.remaining}
+		counted := &eventLists{Reader: w.c, pages: tc.pages, remaining: tc.remaining, expired: tc.expired}
 		w.e.APIReader = counted
 		if _, err := w.e.Reconcile(context.Background(), runR); err != nil {
 			t.Fatal(err)

@@ -585,27 +585,13 @@ const eventsPage = 250
 // eventsAbout lists the namespace's events about the named objects. What
 // cannot be listed is noted in the bundle; it never stops the seal.
 func eventsAbout(ctx context.Context, c *Collection, about map[string]bool) []corev1.Event {
-	var kept []corev1.Event
-	keep := func(items []corev1.Event) {
-		for _, ev := range items {
-			if about[ev.InvolvedObject.Name] {
-				kept = append(kept, ev)
-			}
-		}
+	kept, paged, err := pagedEvents(ctx, c, about)
+	if err != nil {
+		c.note("listing events: %v", c.Masker.Mask(eventsError(c, err)))
+		return nil
 	}
-	var page corev1.EventList
-	for pages := 0; ; pages++ {
-		if err := c.At.events.List(ctx, &page, client.InNamespace(c.Run.Namespace), client.Limit(eventsPage), client.Continue(page.Continue)); err != nil {
-			c.note("listing events: %v", c.Masker.Mask(eventsError(c, err)))
-			return nil
-		}
-		keep(page.Items)
-		if page.Continue == "" {
-			return kept
-		}
-		if pages == 0 && !fewerPagesThanObjects(page.RemainingItemCount, len(about)) {
-			break
-		}
+	if paged {
+		return kept
 	}
 	kept = nil
 	for _, name := range slices.Sorted(maps.Keys(about)) {
@@ -622,11 +608,39 @@ func eventsAbout(ctx context.Context, c *Collection, about map[string]bool) []co
 	return kept
 }
 
-// fewerPagesThanObjects: the rest of the namespace's events (remaining,
-// as the API server counts them after the first page; nil when it does
-// not) takes no more pages, the first one included, than the n lists of
-// one per object would be requests.
-func fewerPagesThanObjects(remaining *int64, n int) bool {
+// pagedEvents reads the namespace's events page by page and keeps those
+// about the named objects. It stops after the first page (paged false)
+// when the rest would take more requests than one list per object, or
+// when a later page cannot be read (its continue token expired); an error
+// is the first page's.
+func pagedEvents(ctx context.Context, c *Collection, about map[string]bool) ([]corev1.Event, bool, error) {
+	var kept []corev1.Event
+	var page corev1.EventList
+	for first := true; first || page.Continue != ""; first = false {
+		err := c.At.events.List(ctx, &page, client.InNamespace(c.Run.Namespace), client.Limit(eventsPage), client.Continue(page.Continue))
+		switch {
+		case err != nil && first:
+			return nil, false, err
+		case err != nil:
+			return nil, false, nil
+		}
+		for _, ev := range page.Items {
+			if about[ev.InvolvedObject.Name] {
+				kept = append(kept, ev)
+			}
+		}
+		if first && page.Continue != "" && !pagingCostsNoMore(page.RemainingItemCount, len(about)) {
+			return nil, false, nil
+		}
+	}
+	return kept, true, nil
+}
+
+// pagingCostsNoMore: the rest of the namespace's events (remaining, as
+// the API server counts them after the first page; nil when it does not)
+// takes no more pages, the first one included, than the n lists of one
+// per object would be requests.
+func pagingCostsNoMore(remaining *int64, n int) bool {
 	if remaining == nil {
 		return false
 	}

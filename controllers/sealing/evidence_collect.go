@@ -611,17 +611,18 @@ func eventsAbout(ctx context.Context, c *Collection, about map[string]bool) []co
 // pagedEvents reads the namespace's events page by page and keeps those
 // about the named objects. It stops after the first page (paged false)
 // when the rest would take more requests than one list per object, or
-// when a later page cannot be read (its continue token expired); an error
-// is the first page's.
+// when a later page cannot be read (its continue token expired: noted);
+// an error is the first page's.
 func pagedEvents(ctx context.Context, c *Collection, about map[string]bool) ([]corev1.Event, bool, error) {
 	var kept []corev1.Event
 	var page corev1.EventList
 	for first := true; first || page.Continue != ""; first = false {
 		err := c.At.events.List(ctx, &page, client.InNamespace(c.Run.Namespace), client.Limit(eventsPage), client.Continue(page.Continue))
-		switch {
-		case err != nil && first:
+		if err != nil && first {
 			return nil, false, err
-		case err != nil:
+		}
+		if err != nil {
+			c.note("events read one list per object: a page of the namespace's could not be read: %v", c.Masker.Mask(eventsError(c, err)))
 			return nil, false, nil
 		}
 		for _, ev := range page.Items {

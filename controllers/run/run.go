@@ -315,6 +315,14 @@ func (r *RunReconciler) reconcileSubmit(ctx context.Context, run *taugridv1.TauR
 	}
 	w := objs[0]
 	kind := w.GetObjectKind().GroupVersionKind().Kind // Create clears TypeMeta
+	if left, err := r.leftoverWorkloads(ctx, run.Namespace, kind, w); err != nil || len(left) > 0 {
+		if err != nil {
+			return nil, err
+		}
+		r.setPhase(run, taugridv1.PhasePending, fmt.Sprintf("waiting for Kueue to remove the Workload %s of an earlier %s %s before making it again",
+			strings.Join(left, ", "), kind, w.GetName()))
+		return nil, shared.Waiting(time.Second, errors.New(run.Status.Message))
+	}
 	for _, o := range objs {
 		if err := controllerutil.SetControllerReference(run, o, r.Scheme); err != nil {
 			return nil, err
@@ -373,13 +381,33 @@ func (r *RunReconciler) unrecorded(ctx context.Context, run *taugridv1.TauRun, k
 	// One that runs already went past Kueue without TauGrid's admission
 	// check (which admits only recorded objects): its queue has none, and
 	// deleting it would only cut the attempt short.
-	if metav1.IsControlledBy(live, run) && (started(live) || r.rendersAs(ctx, w, live)) {
-		return live, nil
+	if metav1.IsControlledBy(live, run) {
+		if started(live) {
+			return live, nil
+		}
+		same, err := r.rendersAs(ctx, w, live)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", kind, w.GetName(), err)
+		}
+		if same {
+			return live, nil
+		}
 	}
 	uid := live.GetUID()
 	err := r.Delete(ctx, live, client.Preconditions{UID: &uid}, client.PropagationPolicy(metav1.DeletePropagationBackground))
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("deleting the unrecorded %s %s: %w", kind, w.GetName(), err)
+	}
+	// Its Kueue Workload too, at once: Kueue would hand it to the object
+	// made again under the name (leftoverWorkloads waits for it to go).
+	var wls kueue.WorkloadList
+	if err := reader.List(ctx, &wls, client.InNamespace(run.Namespace), client.MatchingLabels{shared.KueueJobUID: string(uid)}); err != nil {
+		return nil, err
+	}
+	for i := range wls.Items {
+		if err := r.Delete(ctx, &wls.Items[i]); client.IgnoreNotFound(err) != nil {
+			return nil, err
+		}
 	}
 	r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, ReasonUnrecordedWorkload, "Submit",
 		"%s %s existed, no status of the run recorded it and it is not what the run renders: deleted, to be created again", kind, w.GetName())
@@ -404,11 +432,12 @@ var generatedJobLabels = []string{"controller-uid", batchv1.ControllerUidLabel, 
 // rendersAs reports whether live is the rendered object w as the API
 // server would store it: w, given live's identity and what the API server
 // generated for it, is sent as a dry-run update, and the result must
-// fingerprint as live does.
-func (r *RunReconciler) rendersAs(ctx context.Context, w, live client.Object) bool {
+// fingerprint as live does. A conflict (live changed since it was read)
+// is an error to look again, not a difference.
+func (r *RunReconciler) rendersAs(ctx context.Context, w, live client.Object) (bool, error) {
 	probe, ok := w.DeepCopyObject().(client.Object)
 	if !ok {
-		return false
+		return false, nil
 	}
 	probe.SetResourceVersion(live.GetResourceVersion())
 	probe.SetUID(live.GetUID())
@@ -421,12 +450,16 @@ func (r *RunReconciler) rendersAs(ctx context.Context, w, live client.Object) bo
 			}
 		}
 	}
-	if err := r.Update(ctx, probe, client.DryRunAll); err != nil {
-		return false
+	if err := r.Update(ctx, probe, client.DryRunAll); apierrors.IsConflict(err) {
+		// Changed since it was read (Kueue admitting it): what it is
+		// now is looked at again, not judged from the old copy.
+		return false, fmt.Errorf("changed while compared with what the run renders: %w", errStaleRun)
+	} else if err != nil {
+		return false, nil //nolint:nilerr // refused as an update of live: it is not what the run renders
 	}
 	a, aerr := render.FingerprintOf(probe)
 	b, berr := render.FingerprintOf(live)
-	return aerr == nil && berr == nil && a.Digest == b.Digest
+	return aerr == nil && berr == nil && a.Digest == b.Digest, nil
 }
 
 // plan resolves the attempt (resolve) and records on the status what it

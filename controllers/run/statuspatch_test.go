@@ -14,6 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
+
+	"github.com/taugrid/taugrid/controllers/shared"
 )
 
 // staleStatus refuses a run's status patch as the API server refuses one
@@ -152,4 +155,101 @@ func TestAJobUnderTheRunsNameIsAdoptedOnlyIfItIsWhatTheRunRenders(t *testing.T) 
 			}
 		})
 	}
+}
+
+// A Job deleted as unrecorded takes its Kueue Workload with it, and the
+// run makes its Job again only once no Workload of an earlier Job of that
+// name stands: Kueue matches a Job to a Workload by the Job's name, and
+// would start the new Job under the old one's admission while the run
+// waited for a Workload of its own.
+func TestAJobIsMadeAgainOnlyOnceTheOldOnesWorkloadIsGone(t *testing.T) {
+	t.Run("the unrecorded Job's own Workload goes with it", func(t *testing.T) {
+		stale := true
+		w := newRunWorld(t, staleStatus(&stale), builders.MakeTauRun("r1", ns).UID("u1").Obj())
+		if _, err := w.reconcile(t, "r1"); err != nil {
+			t.Fatal(err)
+		}
+		stale = false
+		j := &w.jobs(t)[0]
+		j.Spec.Template.Spec.Containers[0].Image = "evil/miner"
+		if err := w.c.Update(context.Background(), j); err != nil {
+			t.Fatal(err)
+		}
+		wl := workloadOf(true)
+		wl.Labels[shared.KueueJobUID], wl.OwnerReferences[0].UID = string(j.UID), j.UID
+		if err := w.c.Create(context.Background(), wl); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.reconcile(t, "r1"); !errors.Is(err, errStaleRun) {
+			t.Fatalf("reconcile: %v, want the unrecorded Job deleted", err)
+		}
+		if w.holds(t, wl) {
+			t.Error("the deleted Job's Workload is still there: Kueue would give it to the Job made again")
+		}
+		if _, err := w.reconcile(t, "r1"); err != nil || len(w.jobs(t)) != 1 {
+			t.Fatalf("reconcile: %v, %d Jobs; want the run's own Job made again", err, len(w.jobs(t)))
+		}
+	})
+	t.Run("a Workload left by an earlier Job holds the submission back until it is gone", func(t *testing.T) {
+		wl := workloadOf(true)
+		wl.Finalizers = []string{"kueue.x-k8s.io/resource-in-use"} // Kueue lets it go once it sees its Job gone
+		w := newRunWorld(t, nil, builders.MakeTauRun("r1", ns).UID("u1").Obj(), wl)
+		res, err := w.reconcile(t, "r1")
+		if err != nil || res.RequeueAfter != time.Second {
+			t.Fatalf("reconcile: %v, requeue after %s; want a wait of 1s", err, res.RequeueAfter)
+		}
+		run := w.run(t, "r1")
+		if n := len(w.jobs(t)); n != 0 || run.Status.Workload != nil {
+			t.Fatalf("%d Jobs, workload %+v while the old Workload stands; want none", n, run.Status.Workload)
+		}
+		if want := "waiting for Kueue to remove the Workload job-r1-1 of an earlier Job r1-1 before making it again"; run.Status.Phase != taugridv1.PhasePending || run.Status.Message != want {
+			t.Errorf("%s: %q; want Pending: %q", run.Status.Phase, run.Status.Message, want)
+		}
+		left := &kueue.Workload{}
+		if err := w.c.Get(context.Background(), client.ObjectKeyFromObject(wl), left); err != nil || left.DeletionTimestamp.IsZero() {
+			t.Fatalf("the old Workload: %v, deletion %v; want it being deleted", err, left.DeletionTimestamp)
+		}
+		if _, err := w.reconcile(t, "r1"); err != nil || len(w.jobs(t)) != 0 {
+			t.Fatalf("reconcile: %v, %d Jobs; want still none while it is being deleted", err, len(w.jobs(t)))
+		}
+		left.Finalizers = nil
+		if err := w.c.Update(context.Background(), left); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.reconcile(t, "r1"); err != nil {
+			t.Fatal(err)
+		}
+		if run := w.run(t, "r1"); len(w.jobs(t)) != 1 || run.Status.Phase != taugridv1.PhaseQueued {
+			t.Errorf("%d Jobs, phase %s once the Workload is gone; want the Job made, Queued", len(w.jobs(t)), run.Status.Phase)
+		}
+	})
+	t.Run("a Job Kueue changes while it is compared is looked at again, not deleted", func(t *testing.T) {
+		stale, busy := true, true
+		faults := staleStatus(&stale)
+		faults.Update = func(ctx context.Context, c client.WithWatch, o client.Object, opts ...client.UpdateOption) error {
+			if _, ok := o.(*batchv1.Job); ok && busy {
+				return apierrors.NewConflict(schema.GroupResource{Group: "batch", Resource: "jobs"}, o.GetName(), errStaleCopy)
+			}
+			return c.Update(ctx, o, opts...)
+		}
+		w := newRunWorld(t, faults, builders.MakeTauRun("r1", ns).UID("u1").Obj())
+		if _, err := w.reconcile(t, "r1"); err != nil {
+			t.Fatal(err)
+		}
+		stale = false
+		made := w.jobs(t)[0].UID
+		if _, err := w.reconcile(t, "r1"); !errors.Is(err, errStaleRun) {
+			t.Fatalf("reconcile: %v; want a fresh look", err)
+		}
+		if jobs := w.jobs(t); len(jobs) != 1 || jobs[0].UID != made {
+			t.Fatalf("%d Jobs; want the run's own Job kept", len(jobs))
+		}
+		busy = false
+		if _, err := w.reconcile(t, "r1"); err != nil {
+			t.Fatal(err)
+		}
+		if run := w.run(t, "r1"); run.Status.Workload == nil || run.Status.Workload.UID != made {
+			t.Errorf("workload %+v; want the Job adopted", run.Status.Workload)
+		}
+	})
 }

@@ -1,11 +1,17 @@
 package run
 
 import (
+	"context"
+	"fmt"
 	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/taugrid/taugrid/controllers/shared"
 )
@@ -49,4 +55,49 @@ func (r *RunReconciler) announceSubmitted(run *taugridv1.TauRun, w client.Object
 	shared.MemoOf(&r.submitted).Put(run.UID, submission{attempt: len(run.Status.Attempts), at: r.Clock.Now()})
 	r.Recorder.Eventf(run, w, corev1.EventTypeNormal, ReasonSubmitted, "Submit", "submitted %s %s to queue %s",
 		run.Status.Workload.Kind, w.GetName(), run.Status.Workload.Queue)
+}
+
+// leftoverWorkloads deletes the Kueue Workloads still controlled by an
+// earlier object of the kind and name the attempt's workload is about to take (one
+// TauGrid deleted as unrecorded), and reports whether any is left. Kueue
+// matches a Job to its Workload by the Job's name, not its UID
+// (jobframework.FindMatchingWorkloads): a Job made again while the old
+// Workload stands would be handed its admission, and started under it,
+// while the run waited for a Workload of its own that never comes. The
+// cache's index answers the usual case, where there is none, for free;
+// only a Workload found there costs a read of the kind from the API
+// server, since the one standing may be the run's own, unrecorded, and
+// its Workload then is its own too.
+func (r *RunReconciler) leftoverWorkloads(ctx context.Context, namespace, kind string, owner client.Object) (left []string, err error) {
+	var wls kueue.WorkloadList
+	if err := r.List(ctx, &wls, client.InNamespace(namespace), client.MatchingFields{shared.IndexWorkloadOwner: kind + "/" + owner.GetName()}); err != nil {
+		return nil, err
+	}
+	if len(wls.Items) == 0 {
+		return nil, nil
+	}
+	live, ok := owner.DeepCopyObject().(client.Object)
+	if !ok {
+		return nil, fmt.Errorf("%s %s: not an object", kind, owner.GetName())
+	}
+	var uid types.UID
+	switch err := r.uncached().Get(ctx, types.NamespacedName{Namespace: namespace, Name: owner.GetName()}, live); {
+	case err == nil:
+		uid = live.GetUID()
+	case !apierrors.IsNotFound(err):
+		return nil, err
+	}
+	for i := range wls.Items {
+		wl := &wls.Items[i]
+		if ref := metav1.GetControllerOfNoCopy(wl); ref == nil || ref.UID == uid {
+			continue
+		}
+		left = append(left, wl.Name)
+		if wl.DeletionTimestamp.IsZero() {
+			if err := r.Delete(ctx, wl); client.IgnoreNotFound(err) != nil {
+				return left, fmt.Errorf("deleting the Workload %s of an earlier %s %s: %w", wl.Name, kind, owner.GetName(), err)
+			}
+		}
+	}
+	return left, nil
 }

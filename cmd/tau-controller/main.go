@@ -203,6 +203,13 @@ func run(ctx context.Context, o options) error {
 	// how long the API server then takes: which of the two limits the
 	// controller (hack/scale reached the 100 a second).
 	crmetrics.RegisterRESTClientMetrics(crmetrics.MetricRateLimiterLatency, crmetrics.MetricRequestLatency)
+	// What those requests are, by verb and resource: every client made
+	// from cfg, the manager's and the evidence's, is counted.
+	apiRequests, err := clusters.NewAPIRequests(crmetrics.Registry)
+	if err != nil {
+		return err
+	}
+	cfg.WrapTransport = apiRequests.Wrap
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 newScheme(),
 		Metrics:                metricsOptions(o),

@@ -7,11 +7,12 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/clusters"
 	platformctrl "github.com/taugrid/taugrid/controllers/platform"
 	"github.com/taugrid/taugrid/controllers/shared"
 	"github.com/taugrid/taugrid/evidence"
@@ -34,83 +35,69 @@ var managerTransport func(http.RoundTripper) http.RoundTripper
 
 // apiRequests counts a client's API requests by verb and resource
 // ("create jobs.batch", "patch tauruns.taugrid.dev/status", "watch pods"),
-// and the writes the API server refused for a stale copy (409).
+// and the writes the API server refused for a stale copy (409), with what
+// cmd/tau-controller counts them by: its taugrid_api_requests_total.
 type apiRequests struct {
-	mu       sync.Mutex
-	counting bool
-	n        map[string]int
-	conflict map[string]int
+	reg  *prometheus.Registry
+	m    *clusters.APIRequests
+	from map[[3]string]float64
 }
 
-func (a *apiRequests) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripper(func(r *http.Request) (*http.Response, error) {
-		what := requestKind(r)
-		resp, err := rt.RoundTrip(r)
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		if !a.counting {
-			return resp, err
+func newAPIRequests(t *testing.T) *apiRequests {
+	t.Helper()
+	a := &apiRequests{reg: prometheus.NewRegistry()}
+	var err error
+	if a.m, err = clusters.NewAPIRequests(a.reg); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// read is the metric now, by verb, resource and code.
+func (a *apiRequests) read(t *testing.T) map[[3]string]float64 {
+	t.Helper()
+	mfs, err := a.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[[3]string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var k [3]string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "verb":
+					k[0] = l.GetValue()
+				case "resource":
+					k[1] = l.GetValue()
+				case "code":
+					k[2] = l.GetValue()
+				}
+			}
+			out[k] += m.GetCounter().GetValue()
 		}
-		a.n[what]++
-		if err == nil && resp.StatusCode == http.StatusConflict {
-			a.conflict[what]++
+	}
+	return out
+}
+
+// start counts from now on.
+func (a *apiRequests) start(t *testing.T) { a.from = a.read(t) }
+
+// counts is what was counted since start, by "verb resource": all of it,
+// and what was refused with 409.
+func (a *apiRequests) counts(t *testing.T) (n, conflict map[string]int) {
+	n, conflict = map[string]int{}, map[string]int{}
+	for k, v := range a.read(t) {
+		d := int(v - a.from[k])
+		if d == 0 {
+			continue
 		}
-		return resp, err
-	})
-}
-
-// start counts from now on, from zero.
-func (a *apiRequests) start() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.counting, a.n, a.conflict = true, map[string]int{}, map[string]int{}
-}
-
-// counts is what was counted so far.
-func (a *apiRequests) counts() (map[string]int, map[string]int) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return maps.Clone(a.n), maps.Clone(a.conflict)
-}
-
-type roundTripper func(*http.Request) (*http.Response, error)
-
-func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// requestKind is a request's verb and resource, Kubernetes' way: a GET of
-// a collection is a list (a watch with ?watch), of one object a get.
-func requestKind(r *http.Request) string {
-	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
-	var group string
-	switch {
-	case len(parts) >= 2 && parts[0] == "api":
-		parts = parts[2:]
-	case len(parts) >= 3 && parts[0] == "apis":
-		group, parts = parts[1], parts[3:]
-	default:
-		return strings.ToLower(r.Method) + " " + r.URL.Path
+		n[k[0]+" "+k[1]] += d
+		if k[2] == "409" {
+			conflict[k[0]+" "+k[1]] += d
+		}
 	}
-	if len(parts) > 2 && parts[0] == "namespaces" {
-		parts = parts[2:]
-	}
-	resource := parts[0]
-	if group != "" {
-		resource += "." + group
-	}
-	if len(parts) > 2 {
-		resource += "/" + parts[2]
-	}
-	verb := map[string]string{http.MethodPost: "create", http.MethodPut: "update", http.MethodPatch: "patch", http.MethodDelete: "delete"}[r.Method]
-	switch {
-	case r.Method != http.MethodGet:
-	case r.URL.Query().Get("watch") == "true":
-		verb = "watch"
-	case len(parts) == 1:
-		verb = "list"
-	default:
-		verb = "get"
-	}
-	return verb + " " + resource
+	return n, conflict
 }
 
 // The budget of one short run's whole life (pushed, queued, admitted,
@@ -183,8 +170,8 @@ func TestOneRunsWholeLifeStaysWithinItsAPIRequestBudget(t *testing.T) {
 	f := newRunFixtureWith(t, "bud", plat)
 	addNode(t, controlplane.GPUNode("bud-gpu"))
 	backdatePolls(t, f, plat)
-	counted := &apiRequests{}
-	managerTransport = counted.wrap
+	counted := newAPIRequests(t)
+	managerTransport = counted.m.Wrap
 	st, err := evidence.NewFileStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +194,7 @@ func TestOneRunsWholeLifeStaysWithinItsAPIRequestBudget(t *testing.T) {
 	managerTransport = nil
 	defer m.stop()
 	awaitStartupWrites(t, f, plat)
-	counted.start()
+	counted.start(t)
 
 	f.research.runRef("one", "target: default\n")
 	// As a forge's webhook: the manager's repository reconciler makes the run.
@@ -229,7 +216,7 @@ func TestOneRunsWholeLifeStaysWithinItsAPIRequestBudget(t *testing.T) {
 	})
 	time.Sleep(2 * time.Second) // what the end still sends
 
-	n, conflicts := counted.counts()
+	n, conflicts := counted.counts(t)
 	var evs eventsv1.EventList
 	if err := k8s.List(context.Background(), &evs, client.InNamespace(f.ns)); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,6 +19,7 @@ type counters struct {
 	at                 time.Time
 	use                usage
 	api                map[string]float64 // client-go requests by method
+	apiByWhat          map[string]float64 // the same by verb and resource (taugrid_api_requests_total)
 	conflicts          float64            // of them, refused for a stale resourceVersion (409)
 	throttled, sent    histSum            // their wait for --kube-api-qps, and the API server's time
 	runQueued, runTook histSum            // the run controller's reconciles: their wait in its work queue, and their time
@@ -41,7 +43,7 @@ func (c counters) apiTotal() float64 {
 // sample reads the controller's /proc entries and /metrics and the forge
 // stand-in's count.
 func (h *harness) sample() (counters, error) {
-	c := counters{at: time.Now(), api: map[string]float64{}, forge: len(h.forge.Calls()), forgeAll: h.forgeIn.n.Load()}
+	c := counters{at: time.Now(), api: map[string]float64{}, apiByWhat: map[string]float64{}, forge: len(h.forge.Calls()), forgeAll: h.forgeIn.n.Load()}
 	var err error
 	if c.use, err = h.ctrl.usage(); err != nil {
 		return c, err
@@ -66,6 +68,18 @@ func (h *harness) sample() (counters, error) {
 			}
 		}
 		c.api[method] += m.GetCounter().GetValue()
+	}
+	for _, m := range mfs["taugrid_api_requests_total"].GetMetric() {
+		var verb, res string
+		for _, l := range m.GetLabel() {
+			switch l.GetName() {
+			case "verb":
+				verb = l.GetValue()
+			case "resource":
+				res = l.GetValue()
+			}
+		}
+		c.apiByWhat[verb+" "+res] += m.GetCounter().GetValue()
 	}
 	c.throttled = histOf(mfs["rest_client_rate_limiter_duration_seconds"])
 	c.sent = histOf(mfs["rest_client_request_duration_seconds"])
@@ -214,6 +228,7 @@ func (h *harness) checkpoint(w io.Writer, base, prev, cur counters) {
 		(cur.gitList-prev.gitList)/mins, (cur.gitFetch-prev.gitFetch)/mins)
 	h.logf("TauRun writes per run, the %d ended since the previous row: %s; controller requests refused for a stale copy (409) since the first request: %.2f per run ended",
 		len(names), h.rec.writesOf(names), (cur.conflicts-base.conflicts)/n)
+	h.logf("controller requests per run ended since the first request, by what (watches left out): %s", perRunByWhat(base, cur, n))
 	h.logf("Kueue, the %d ended since the previous row: each Job started %s (p50 / p99) after its Workload's admission; each Workload Finished %s after its Job's end",
 		len(names), fmtPct(l.kueueStart), fmtPct(l.kueueFinish))
 	for _, lag := range []struct {
@@ -241,3 +256,34 @@ func (h *harness) checkpoint(w io.Writer, base, prev, cur counters) {
 // CPU, API requests and forge calls are since the first request, per run
 // ended; git operations are the previous row's window's.
 const tableHead = "| runs ended | TauRuns | request → TauRun p50 / p99 | request → Job | TauRun behind Kueue admission | behind pod Running | behind pod ended | behind Job ended | RSS MiB (peak; Go heap in use) | controller CPU (per run) | API requests per run | forge status posts (all forge requests) per run | git ops per minute |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+
+// perRunByWhat is the controller's requests from base to cur by verb and
+// resource, per run ended (n), the largest first: "patch
+// tauruns.taugrid.dev/status 5.3, create jobs.batch 1.0, ...". An
+// informer's watches are the process's, not the runs'.
+func perRunByWhat(base, cur counters, n float64) string {
+	type item struct {
+		what string
+		per  float64
+	}
+	var items []item
+	for what, v := range cur.apiByWhat {
+		if d := v - base.apiByWhat[what]; d > 0 && !strings.HasPrefix(what, "watch ") {
+			items = append(items, item{what, d / n})
+		}
+	}
+	slices.SortFunc(items, func(a, b item) int {
+		if a.per != b.per {
+			return cmp.Compare(b.per, a.per)
+		}
+		return strings.Compare(a.what, b.what)
+	})
+	parts := make([]string, 0, len(items))
+	for _, it := range items {
+		parts = append(parts, fmt.Sprintf("%s %.2f", it.what, it.per))
+	}
+	if len(parts) == 0 {
+		return "none counted (a controller without taugrid_api_requests_total)"
+	}
+	return strings.Join(parts, ", ")
+}

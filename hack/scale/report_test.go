@@ -44,3 +44,11 @@ taugrid_git_requests_total{operation="fetch",result="ok"} 3
 		t.Errorf("git operations %v, want 11 listings (both results) and 3 fetches", got)
 	}
 }
+
+func TestTheControllersRequestsArePerRunEndedByWhatTheyAreWithoutWatches(t *testing.T) {
+	base := counters{apiByWhat: map[string]float64{"create jobs.batch": 10, "watch pods": 3}}
+	cur := counters{apiByWhat: map[string]float64{"create jobs.batch": 30, "patch tauruns.taugrid.dev/status": 110, "watch pods": 9, "list events": 10}}
+	if got, want := perRunByWhat(base, cur, 20), "patch tauruns.taugrid.dev/status 5.50, create jobs.batch 1.00, list events 0.50"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+}

@@ -48,8 +48,13 @@ func withoutDetail(s taugridv1.TauRunStatus) taugridv1.TauRunStatus {
 	return s
 }
 
+// maxDetailInterval bounds how far detailInterval stretches: a run that
+// has waited an hour still shows its place in the queue as it was at most
+// this long ago.
+const maxDetailInterval = 30 * time.Second
+
 // detailWait is how long the status change from base to run is held back:
-// a change that is only detail, within DetailInterval of the run's last
+// a change that is only detail, within detailInterval of the run's last
 // status write, waits for the rest of it, and whatever the run shows then
 // is written, once (a run passing through admission and pod start in a
 // second is written at each phase, not at each sentence between). 0:
@@ -62,7 +67,22 @@ func (r *RunReconciler) detailWait(base, run *taugridv1.TauRun) time.Duration {
 	if !ok {
 		return 0
 	}
-	return max(0, r.DetailInterval-r.Clock.Now().Sub(at))
+	return max(0, r.detailInterval(run)-r.Clock.Now().Sub(at))
+}
+
+// detailInterval is DetailInterval for a phase entered a moment ago, and
+// half the time the run has been in its phase once that is longer, up to
+// maxDetailInterval: a queue of a thousand runs moves every run's place at
+// each admission, and a run that has waited a minute reads as well with
+// its place 30 s old as 2 s old, while a run that has just moved shows
+// each step. hack/scale, 1,000 runs: TauRun writes per run ended (see
+// docs/benchmarks.md).
+func (r *RunReconciler) detailInterval(run *taugridv1.TauRun) time.Duration {
+	since := shared.Since(run, run.Status.Phase)
+	if since.IsZero() {
+		return r.DetailInterval
+	}
+	return max(r.DetailInterval, min(r.Clock.Now().Sub(since)/2, maxDetailInterval))
 }
 
 // noteWrite dates a status write to run; an ended run's date is dropped,

@@ -7,8 +7,10 @@ import (
 	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/controllers/shared/sharedtest"
 	"github.com/taugrid/taugrid/test/builders"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -115,5 +117,52 @@ func TestDetailIsWhatAPersonReadsOfAPhaseInProgress(t *testing.T) {
 		if !equality.Semantic.DeepEqual(before, now) {
 			t.Errorf("%s: judging the change changed the status", name)
 		}
+	}
+}
+
+// The longer a run has been in its phase, the longer its detail waits, up
+// to maxDetailInterval: half its time in the phase once that is more than
+// the interval. A run just queued shows each move; one queued for minutes
+// shows its place as it was at most 30 s ago.
+func TestDetailWaitsLongerTheLongerTheRunHasBeenInItsPhase(t *testing.T) {
+	now := sharedtest.Now
+	for _, tc := range []struct {
+		in, interval time.Duration // in its phase; DetailInterval
+		want         time.Duration
+	}{
+		{in: 0, interval: 2 * time.Second, want: 2 * time.Second},
+		{in: 3 * time.Second, interval: 2 * time.Second, want: 2 * time.Second},
+		{in: 40 * time.Second, interval: 2 * time.Second, want: 20 * time.Second},
+		{in: 10 * time.Minute, interval: 2 * time.Second, want: maxDetailInterval},
+		{in: 10 * time.Minute, interval: 2 * time.Minute, want: 2 * time.Minute}, // never shorter than the flag
+	} {
+		run := submitted(taugridv1.PhaseQueued)
+		run.Status.Phases = []taugridv1.PhaseTransition{{Phase: taugridv1.PhaseQueued, Time: metav1.NewTime(now.Add(-tc.in))}}
+		r := &RunReconciler{Clock: sharedtest.Clock(), DetailInterval: tc.interval}
+		if got := r.detailInterval(run); got != tc.want {
+			t.Errorf("%s in its phase, --status-detail-interval %s: %s, want %s", tc.in, tc.interval, got, tc.want)
+		}
+	}
+	if got := (&RunReconciler{Clock: sharedtest.Clock(), DetailInterval: time.Second}).detailInterval(submitted(taugridv1.PhaseQueued)); got != time.Second {
+		t.Errorf("a phase with no time recorded: %s, want the flag's 1s", got)
+	}
+
+	// In the reconciler: a queued run's new place, 10 s after its last
+	// write and 40 s into its wait, is held for the 10 s left.
+	w := newRunWorld(t, nil, submitted(taugridv1.PhaseQueued), job(builders.MakeJob("r1-1", ns)))
+	w.r.DetailInterval = 2 * time.Second
+	run := w.run(t, "r1")
+	run.Status.Phases = []taugridv1.PhaseTransition{{Phase: taugridv1.PhaseQueued, Time: metav1.NewTime(now.Add(-30 * time.Second))}}
+	run.Status.Message = "queued #2 of 2 in team-a-runs"
+	if err := w.c.Status().Update(context.Background(), run); err != nil {
+		t.Fatal(err)
+	}
+	w.r.noteWrite(run)
+	w.after(10 * time.Second)
+	base := w.run(t, "r1")
+	moved := base.DeepCopy()
+	moved.Status.Message = "queued #1 of 2 in team-a-runs"
+	if got := w.r.detailWait(base, moved); got != 10*time.Second {
+		t.Errorf("held %s, want the 10s left of 20s (half of 40s queued)", got)
 	}
 }

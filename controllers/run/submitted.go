@@ -58,22 +58,28 @@ func (r *RunReconciler) announceSubmitted(run *taugridv1.TauRun, w client.Object
 }
 
 // leftoverWorkloads deletes the Kueue Workloads still controlled by an
-// earlier object of the kind and name the attempt's workload is about to take (one
-// TauGrid deleted as unrecorded), and reports whether any is left. Kueue
-// matches a Job to its Workload by the Job's name, not its UID
+// earlier object of the kind and name the attempt's workload is about to
+// take (one TauGrid deleted as unrecorded), and reports the names of those
+// left. Kueue matches a Job to its Workload by the Job's name, not its UID
 // (jobframework.FindMatchingWorkloads): a Job made again while the old
 // Workload stands would be handed its admission, and started under it,
 // while the run waited for a Workload of its own that never comes. The
-// cache's index answers the usual case, where there is none, for free;
-// only a Workload found there costs a read of the kind from the API
-// server, since the one standing may be the run's own, unrecorded, and
-// its Workload then is its own too.
+// namespace's Workloads are read from the cache, without copies, which
+// costs no request; only a Workload found under the name costs a read of
+// the kind from the API server, since the one standing may be the run's
+// own, unrecorded, and its Workload then is its own too.
 func (r *RunReconciler) leftoverWorkloads(ctx context.Context, namespace, kind string, owner client.Object) (left []string, err error) {
 	var wls kueue.WorkloadList
-	if err := r.List(ctx, &wls, client.InNamespace(namespace), client.MatchingFields{shared.IndexWorkloadOwner: kind + "/" + owner.GetName()}); err != nil {
+	if err := r.List(ctx, &wls, client.InNamespace(namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
-	if len(wls.Items) == 0 {
+	var under []*kueue.Workload
+	for i := range wls.Items {
+		if ref := metav1.GetControllerOfNoCopy(&wls.Items[i]); ref != nil && ref.Kind == kind && ref.Name == owner.GetName() {
+			under = append(under, &wls.Items[i])
+		}
+	}
+	if len(under) == 0 {
 		return nil, nil
 	}
 	live, ok := owner.DeepCopyObject().(client.Object)
@@ -87,14 +93,13 @@ func (r *RunReconciler) leftoverWorkloads(ctx context.Context, namespace, kind s
 	case !apierrors.IsNotFound(err):
 		return nil, err
 	}
-	for i := range wls.Items {
-		wl := &wls.Items[i]
-		if ref := metav1.GetControllerOfNoCopy(wl); ref == nil || ref.UID == uid {
+	for _, wl := range under {
+		if metav1.GetControllerOfNoCopy(wl).UID == uid {
 			continue
 		}
 		left = append(left, wl.Name)
 		if wl.DeletionTimestamp.IsZero() {
-			if err := r.Delete(ctx, wl); client.IgnoreNotFound(err) != nil {
+			if err := r.Delete(ctx, wl.DeepCopy()); client.IgnoreNotFound(err) != nil { // the cache's own copy is not written
 				return left, fmt.Errorf("deleting the Workload %s of an earlier %s %s: %w", wl.Name, kind, owner.GetName(), err)
 			}
 		}

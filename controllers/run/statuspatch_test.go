@@ -103,6 +103,19 @@ func TestAStatusPatchFromAStaleCopyIsRetriedAtOnce(t *testing.T) {
 	}
 }
 
+// unrecordedJob is a new run's world after its first submission, whose
+// status write was refused: its Job stands, and no status records it.
+func unrecordedJob(t *testing.T) (*runWorld, *batchv1.Job) {
+	t.Helper()
+	stale := true
+	w := newRunWorld(t, staleStatus(&stale), builders.MakeTauRun("r1", ns).UID("u1").Obj())
+	if _, err := w.reconcile(t, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	stale = false
+	return w, &w.jobs(t)[0]
+}
+
 // TestAJobUnderTheRunsNameIsAdoptedOnlyIfItIsWhatTheRunRenders: a Job that
 // stands under the run's next workload name, controlled by the run, but
 // that no status recorded, is adopted when it is exactly what the run
@@ -125,13 +138,7 @@ func TestAJobUnderTheRunsNameIsAdoptedOnlyIfItIsWhatTheRunRenders(t *testing.T) 
 		}, adopted: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			stale := true
-			w := newRunWorld(t, staleStatus(&stale), builders.MakeTauRun("r1", ns).UID("u1").Obj())
-			if _, err := w.reconcile(t, "r1"); err != nil {
-				t.Fatal(err)
-			}
-			stale = false
-			j := &w.jobs(t)[0]
+			w, j := unrecordedJob(t)
 			tc.change(j)
 			if err := w.c.Update(context.Background(), j); err != nil {
 				t.Fatal(err)
@@ -164,13 +171,7 @@ func TestAJobUnderTheRunsNameIsAdoptedOnlyIfItIsWhatTheRunRenders(t *testing.T) 
 // waited for a Workload of its own.
 func TestAJobIsMadeAgainOnlyOnceTheOldOnesWorkloadIsGone(t *testing.T) {
 	t.Run("the unrecorded Job's own Workload goes with it", func(t *testing.T) {
-		stale := true
-		w := newRunWorld(t, staleStatus(&stale), builders.MakeTauRun("r1", ns).UID("u1").Obj())
-		if _, err := w.reconcile(t, "r1"); err != nil {
-			t.Fatal(err)
-		}
-		stale = false
-		j := &w.jobs(t)[0]
+		w, j := unrecordedJob(t)
 		j.Spec.Template.Spec.Containers[0].Image = "evil/miner"
 		if err := w.c.Update(context.Background(), j); err != nil {
 			t.Fatal(err)

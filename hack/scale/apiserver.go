@@ -46,21 +46,12 @@ func (c *cluster) requests(ctx context.Context) (apiRequests, error) {
 		return r, err
 	}
 	for _, m := range mfs["apiserver_request_total"].GetMetric() {
-		var verb, res, sub string
-		for _, l := range m.GetLabel() {
-			switch l.GetName() {
-			case "verb":
-				verb = l.GetValue()
-			case "resource":
-				res = l.GetValue()
-			case "subresource":
-				sub = l.GetValue()
-			}
-		}
-		if sub != "" {
+		l := labelsOf(m)
+		res := l["resource"]
+		if sub := l["subresource"]; sub != "" {
 			res += "/" + sub
 		}
-		r.count[verb+" "+res] += m.GetCounter().GetValue()
+		r.count[l["verb"]+" "+res] += m.GetCounter().GetValue()
 	}
 	return r, nil
 }

@@ -70,16 +70,8 @@ func (h *harness) sample() (counters, error) {
 		c.api[method] += m.GetCounter().GetValue()
 	}
 	for _, m := range mfs["taugrid_api_requests_total"].GetMetric() {
-		var verb, res string
-		for _, l := range m.GetLabel() {
-			switch l.GetName() {
-			case "verb":
-				verb = l.GetValue()
-			case "resource":
-				res = l.GetValue()
-			}
-		}
-		c.apiByWhat[verb+" "+res] += m.GetCounter().GetValue()
+		l := labelsOf(m)
+		c.apiByWhat[l["verb"]+" "+l["resource"]] += m.GetCounter().GetValue()
 	}
 	c.throttled = histOf(mfs["rest_client_rate_limiter_duration_seconds"])
 	c.sent = histOf(mfs["rest_client_request_duration_seconds"])
@@ -96,6 +88,15 @@ func (h *harness) sample() (counters, error) {
 	c.ended = len(h.rec.ended)
 	h.rec.mu.Unlock()
 	return c, nil
+}
+
+// labelsOf is m's labels by name.
+func labelsOf(m *dto.Metric) map[string]string {
+	out := make(map[string]string, len(m.GetLabel()))
+	for _, l := range m.GetLabel() {
+		out[l.GetName()] = l.GetValue()
+	}
+	return out
 }
 
 // byLabel sums a gauge's or a counter's series by the value of one label

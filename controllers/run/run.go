@@ -398,16 +398,11 @@ func (r *RunReconciler) unrecorded(ctx context.Context, run *taugridv1.TauRun, k
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("deleting the unrecorded %s %s: %w", kind, w.GetName(), err)
 	}
-	// Its Kueue Workload too, at once: Kueue would hand it to the object
-	// made again under the name (leftoverWorkloads waits for it to go).
-	var wls kueue.WorkloadList
-	if err := reader.List(ctx, &wls, client.InNamespace(run.Namespace), client.MatchingLabels{shared.KueueJobUID: string(uid)}); err != nil {
+	// Its Kueue Workload too, at once, read from the API server (the cache
+	// may not show it yet): Kueue would hand it to the object made again
+	// under the name (leftoverWorkloads waits for it to go).
+	if err := r.deleteWorkloadsOf(ctx, reader, run.Namespace, uid); err != nil {
 		return nil, err
-	}
-	for i := range wls.Items {
-		if err := r.Delete(ctx, &wls.Items[i]); client.IgnoreNotFound(err) != nil {
-			return nil, err
-		}
 	}
 	r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, ReasonUnrecordedWorkload, "Submit",
 		"%s %s existed, no status of the run recorded it and it is not what the run renders: deleted, to be created again", kind, w.GetName())
@@ -1094,8 +1089,14 @@ func (r *RunReconciler) deleteWorkload(ctx context.Context, run *taugridv1.TauRu
 	}
 	// Its Kueue Workload too, at once: the garbage collector would, but
 	// until it does the Workload may still hold quota.
+	return r.deleteWorkloadsOf(ctx, r.Client, run.Namespace, obj.GetUID())
+}
+
+// deleteWorkloadsOf deletes the Kueue Workloads of the Job or RayJob with
+// uid, as reader lists them (Kueue labels each with its owner's UID).
+func (r *RunReconciler) deleteWorkloadsOf(ctx context.Context, reader client.Reader, namespace string, uid types.UID) error {
 	var wls kueue.WorkloadList
-	if err := r.List(ctx, &wls, client.InNamespace(run.Namespace), client.MatchingLabels{shared.KueueJobUID: string(obj.GetUID())}); err != nil {
+	if err := reader.List(ctx, &wls, client.InNamespace(namespace), client.MatchingLabels{shared.KueueJobUID: string(uid)}); err != nil {
 		return err
 	}
 	for i := range wls.Items {

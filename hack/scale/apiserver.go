@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -70,24 +69,18 @@ func (c *cluster) mix(ctx context.Context, top int) (string, float64, error) {
 		return "first sample", 0, nil
 	}
 	secs := cur.at.Sub(prev.at).Seconds()
-	type item struct {
-		key  string
-		rate float64
-	}
-	var items []item
+	rates := map[string]float64{}
 	total := 0.0
 	for k, v := range cur.count {
 		if d := v - prev.count[k]; d > 0 {
-			items = append(items, item{k, d / secs})
+			rates[k] = d / secs
 			total += d / secs
 		}
 	}
-	slices.SortFunc(items, func(a, b item) int {
-		return cmp.Or(cmp.Compare(b.rate, a.rate), strings.Compare(a.key, b.key))
-	})
+	items := largestFirst(rates)
 	parts := make([]string, 0, top)
 	for _, it := range items[:min(top, len(items))] {
-		parts = append(parts, fmt.Sprintf("%s %.1f", it.key, it.rate))
+		parts = append(parts, fmt.Sprintf("%s %.1f", it.key, it.v))
 	}
 	return fmt.Sprintf("%.0f/s: %s", total, strings.Join(parts, ", ")), total * secs, nil
 }

@@ -263,28 +263,36 @@ const tableHead = "| runs ended | TauRuns | request → TauRun p50 / p99 | reque
 // tauruns.taugrid.dev/status 5.3, create jobs.batch 1.0, ...". An
 // informer's watches are the process's, not the runs'.
 func perRunByWhat(base, cur counters, n float64) string {
-	type item struct {
-		what string
-		per  float64
-	}
-	var items []item
+	per := map[string]float64{}
 	for what, v := range cur.apiByWhat {
 		if d := v - base.apiByWhat[what]; d > 0 && !strings.HasPrefix(what, "watch ") {
-			items = append(items, item{what, d / n})
+			per[what] = d / n
 		}
 	}
-	slices.SortFunc(items, func(a, b item) int {
-		if a.per != b.per {
-			return cmp.Compare(b.per, a.per)
-		}
-		return strings.Compare(a.what, b.what)
-	})
-	parts := make([]string, 0, len(items))
-	for _, it := range items {
-		parts = append(parts, fmt.Sprintf("%s %.2f", it.what, it.per))
+	var parts []string
+	for _, it := range largestFirst(per) {
+		parts = append(parts, fmt.Sprintf("%s %.2f", it.key, it.v))
 	}
 	if len(parts) == 0 {
 		return "none counted (a controller without taugrid_api_requests_total)"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// keyed is one entry of a map of figures.
+type keyed struct {
+	key string
+	v   float64
+}
+
+// largestFirst is m's entries, the largest first, equal ones by key.
+func largestFirst(m map[string]float64) []keyed {
+	items := make([]keyed, 0, len(m))
+	for k, v := range m {
+		items = append(items, keyed{k, v})
+	}
+	slices.SortFunc(items, func(a, b keyed) int {
+		return cmp.Or(cmp.Compare(b.v, a.v), strings.Compare(a.key, b.key))
+	})
+	return items
 }

@@ -287,6 +287,10 @@ func setupControllers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 	if err != nil {
 		return err
 	}
+	// One record of the runs' status writes for every controller that
+	// writes them: none patches from a copy another's write replaced.
+	written := &shared.Written{}
+	ev.Written = written
 	pulls := &repoctrl.PullRequests{Client: c, Git: git, Policies: policies, Posters: posters}
 	steps := []interface{ SetupWithManager(ctrl.Manager) error }{
 		&platformctrl.PlatformReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-platform"),
@@ -297,11 +301,13 @@ func setupControllers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 			PullRequests: pulls, Workers: o.repositoryWorkers},
 		&runctrl.RunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Files: &policy.GitFiles{Client: c, Git: git},
 			Policies: policies, Sources: sources, Clock: clk, Recorder: mgr.GetEventRecorder("tau-run"), Evidence: page, Clusters: workers,
-			GPUUsage: usage, Workers: o.runWorkers, DetailInterval: o.statusDetailInterval},
+			GPUUsage: usage, Workers: o.runWorkers, DetailInterval: o.statusDetailInterval, Written: written},
 		ev,
-		&forgestatus.ForgeReconciler{Client: c, APIReader: mgr.GetAPIReader(), Clock: clk, Recorder: mgr.GetEventRecorder("tau-forge"), Posters: posters, Workers: o.forgeWorkers},
+		&forgestatus.ForgeReconciler{Client: c, APIReader: mgr.GetAPIReader(), Clock: clk, Recorder: mgr.GetEventRecorder("tau-forge"), Posters: posters, Workers: o.forgeWorkers,
+			Written: written},
 		&forgestatus.RefusalReporter{Client: c, Posters: posters, Recorder: mgr.GetEventRecorder("tau-forge")},
-		&notify.Reconciler{Client: c, APIReader: mgr.GetAPIReader(), Clock: clk, Sender: &notify.Sender{AllowPrivate: o.notifyPrivate}},
+		&notify.Reconciler{Client: c, APIReader: mgr.GetAPIReader(), Clock: clk, Sender: &notify.Sender{AllowPrivate: o.notifyPrivate},
+			Written: written},
 	}
 	if o.multiKueueNamespace != "" {
 		// The workers' queues carry the check too: it is decided there

@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/taugrid/taugrid/controllers/shared"
 )
 
 // ReasonForgeRejected: the forge refused a status, or its settings are
@@ -54,6 +56,10 @@ type ForgeReconciler struct {
 	// APIReader reads a run from the API server when the cache shows its
 	// post in flight: nil reads the cache again.
 	APIReader client.Reader
+	// Written records the run status writes of this process, shared with
+	// the other controllers that write a run's status; nil: a record of
+	// this reconciler's own writes only.
+	Written *shared.Written
 
 	ownPosters sync.Once
 }
@@ -77,21 +83,27 @@ type ForgeReconciler struct {
 // modified: the run is copied before the post path writes to it, and the
 // repository is only read.
 func (r *ForgeReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-	shared := &taugridv1.TauRun{}
-	if err := r.Get(ctx, req.NamespacedName, shared, client.UnsafeDisableDeepCopy); err != nil {
+	cached := &taugridv1.TauRun{}
+	if err := r.Get(ctx, req.NamespacedName, cached, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if !shared.DeletionTimestamp.IsZero() {
+	if !cached.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil
 	}
 	repo := &taugridv1.TauRepository{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: shared.Namespace, Name: shared.Spec.Repository}, repo, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.Get(ctx, types.NamespacedName{Namespace: cached.Namespace, Name: cached.Spec.Repository}, repo, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	if repo.Spec.Forge == nil {
 		return reconcile.Result{}, nil
 	}
-	if last := shared.Status.Forge; last != nil && last.InFlight && r.APIReader != nil {
+	if shared.WrittenOf(&r.Written).Lags(cached, r.Clock.Now()) {
+		// A copy this process's status write replaced: settling or posting
+		// from it would read the forge, or be refused (409) at the record
+		// of a post in flight.
+		return reconcile.Result{RequeueAfter: shared.CacheLag}, nil
+	}
+	if last := cached.Status.Forge; last != nil && last.InFlight && r.APIReader != nil {
 		// Mostly the cache's lag, not a post whose outcome is unknown: the
 		// reconcile that posted confirmed it, and the watch has not brought
 		// that yet. Settling from this copy would read the forge, and spend
@@ -104,10 +116,10 @@ func (r *ForgeReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 		if err := r.APIReader.Get(ctx, req.NamespacedName, fresh); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
-		shared = fresh
+		cached = fresh
 	}
-	want := forge.Desired(shared)
-	if last := shared.Status.Forge; last == nil || !last.InFlight {
+	want := forge.Desired(cached)
+	if last := cached.Status.Forge; last == nil || !last.InFlight {
 		if alreadyPosted(last, want) {
 			return reconcile.Result{}, nil
 		}
@@ -115,7 +127,7 @@ func (r *ForgeReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 			return reconcile.Result{RequeueAfter: wait}, nil
 		}
 	}
-	return r.reconcilePost(ctx, shared.DeepCopy(), repo, want)
+	return r.reconcilePost(ctx, cached.DeepCopy(), repo, want)
 }
 
 // alreadyPosted says whether the forge already shows want.
@@ -201,7 +213,7 @@ func (r *ForgeReconciler) post(ctx context.Context, run *taugridv1.TauRun, poste
 	previous := run.Status.Forge.DeepCopy()
 	base := run.DeepCopy()
 	run.Status.Forge = forgeRecord(want, r.Clock.Now(), true)
-	if err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := r.patchStatus(ctx, base, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return errStale
 		}
@@ -236,7 +248,7 @@ func (r *ForgeReconciler) confirm(ctx context.Context, run *taugridv1.TauRun, re
 	if p.ID != 0 {
 		run.Status.Forge.CheckRunID = p.ID
 	}
-	return client.IgnoreNotFound(r.Status().Patch(ctx, run, client.MergeFrom(base)))
+	return client.IgnoreNotFound(r.patchStatus(ctx, base, run, client.MergeFrom(base)))
 }
 
 // restore puts back the record a refused post replaced. If that fails the
@@ -245,9 +257,18 @@ func (r *ForgeReconciler) confirm(ctx context.Context, run *taugridv1.TauRun, re
 func (r *ForgeReconciler) restore(ctx context.Context, run *taugridv1.TauRun, previous *taugridv1.ForgeStatus) error {
 	base := run.DeepCopy()
 	run.Status.Forge = previous
-	if err := r.Status().Patch(ctx, run, client.MergeFrom(base)); err != nil {
+	if err := r.patchStatus(ctx, base, run, client.MergeFrom(base)); err != nil {
 		return fmt.Errorf("restoring the record of the last post: %w", err)
 	}
+	return nil
+}
+
+// patchStatus writes run's status by patch p and records the write.
+func (r *ForgeReconciler) patchStatus(ctx context.Context, base, run *taugridv1.TauRun, p client.Patch) error {
+	if err := r.Status().Patch(ctx, run, p); err != nil {
+		return err
+	}
+	shared.WrittenOf(&r.Written).Note(run, base.ResourceVersion, r.Clock.Now())
 	return nil
 }
 

@@ -8,13 +8,14 @@ import (
 	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/forge"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	repoctrl "github.com/taugrid/taugrid/controllers/repository"
-	runctrl "github.com/taugrid/taugrid/controllers/run"
+	"github.com/taugrid/taugrid/controllers/shared"
 )
 
 // TestAReconcileOnACopyOlderThanItsOwnWriteWaitsAndWritesNothing: a
@@ -30,8 +31,8 @@ func TestAReconcileOnACopyOlderThanItsOwnWriteWaitsAndWritesNothing(t *testing.T
 	lag := &laggingClient{Client: k8s, key: req.NamespacedName, stale: stale, lagging: true}
 	f.runRec.Client = lag
 	res, err := f.runRec.Reconcile(context.Background(), req)
-	if err != nil || res.RequeueAfter != runctrl.CacheLag {
-		t.Errorf("on the copy its write replaced: result %+v, %v; want a look again after %s", res, err, runctrl.CacheLag)
+	if err != nil || res.RequeueAfter != shared.CacheLag {
+		t.Errorf("on the copy its write replaced: result %+v, %v; want a look again after %s", res, err, shared.CacheLag)
 	}
 	if n := lag.patches.Load(); n != 0 {
 		t.Errorf("%d status patches sent from the copy the reconciler's own write replaced, want none", n)
@@ -39,8 +40,60 @@ func TestAReconcileOnACopyOlderThanItsOwnWriteWaitsAndWritesNothing(t *testing.T
 
 	lag.lagging = false
 	res, err = f.runRec.Reconcile(context.Background(), req)
-	if err != nil || res.RequeueAfter == runctrl.CacheLag {
+	if err != nil || res.RequeueAfter == shared.CacheLag {
 		t.Errorf("on the current copy: result %+v, %v; want the run reconciled, not waited on", res, err)
+	}
+}
+
+// TestNoControllerPatchesFromACopyAnotherControllersWriteReplaced: the
+// run reconciler and the forge reconciler share the process's record of
+// its status writes. Each, served by a lagging cache the copy that the
+// other's write replaced, looks again shortly and sends no patch (before:
+// one the API server refused, 409, and for the forge no post either) and
+// no forge call; once the cache shows the write, each goes on.
+func TestNoControllerPatchesFromACopyAnotherControllersWriteReplaced(t *testing.T) {
+	f := newForgeFixture(t, "wshare", forge.GitHub, forgeToken)
+	written := &shared.Written{}
+	f.runRec.Written, f.r.Written = written, written
+	f.research.tag("run/shared")
+	f.poll(t)
+	created := f.runOf(t, "refs/tags/run/shared")
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(created)}
+	if _, err := f.runRec.Reconcile(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	ranWrote := f.getRun(t, created.Name)
+	if ranWrote.ResourceVersion == created.ResourceVersion {
+		t.Fatal("the run reconciler wrote no status")
+	}
+
+	lag := &laggingClient{Client: k8s, key: req.NamespacedName, stale: created, lagging: true}
+	f.r.Client = lag
+	res, err := f.r.Reconcile(context.Background(), req)
+	if err != nil || res.RequeueAfter != shared.CacheLag {
+		t.Errorf("forge, on the copy the run reconciler's write replaced: result %+v, %v; want a look again after %s", res, err, shared.CacheLag)
+	}
+	if n, calls := lag.patches.Load(), len(f.srv.Calls()); n != 0 || calls != 0 {
+		t.Errorf("forge, on the copy the run reconciler's write replaced: %d status patches and %d forge calls, want none", n, calls)
+	}
+	lag.lagging = false
+	f.mustReconcileForge(t, created.Name)
+	if lag.patches.Load() == 0 || len(f.posted()) == 0 {
+		t.Fatalf("forge, on the current copy: %d status patches, posted %q; want the run's status posted and recorded", lag.patches.Load(), f.posted())
+	}
+
+	lag = &laggingClient{Client: k8s, key: req.NamespacedName, stale: ranWrote, lagging: true}
+	f.runRec.Client = lag
+	res, err = f.runRec.Reconcile(context.Background(), req)
+	if err != nil || res.RequeueAfter != shared.CacheLag {
+		t.Errorf("run, on the copy the forge's writes replaced: result %+v, %v; want a look again after %s", res, err, shared.CacheLag)
+	}
+	if n := lag.patches.Load(); n != 0 {
+		t.Errorf("run, on the copy the forge's writes replaced: %d status patches, want none", n)
+	}
+	lag.lagging = false
+	if res, err = f.runRec.Reconcile(context.Background(), req); err != nil || res.RequeueAfter == shared.CacheLag {
+		t.Errorf("run, on the current copy: result %+v, %v; want the run reconciled, not waited on", res, err)
 	}
 }
 
@@ -66,7 +119,7 @@ func TestAStatusPatchTheAPIServerStoresNothingForLeavesNoWait(t *testing.T) {
 		t.Error("after a patch that stored nothing, the current copy is taken for one the cache has not caught up with")
 	}
 	res, err := f.runRec.Reconcile(context.Background(), req)
-	if err != nil || res.RequeueAfter == runctrl.CacheLag {
+	if err != nil || res.RequeueAfter == shared.CacheLag {
 		t.Errorf("reconcile after a patch that stored nothing: result %+v, %v; want the run reconciled, not waited on", res, err)
 	}
 }

@@ -22,6 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/taugrid/taugrid/controllers/shared"
 )
 
 const (
@@ -54,6 +56,10 @@ type Reconciler struct {
 	Sender *Sender
 	// Workers is how many runs are handled at once; 0: DefaultWorkers.
 	Workers int
+	// Written records the run status writes of this process, shared with
+	// the other controllers that write a run's status; nil: a record of
+	// this reconciler's own writes only.
+	Written *shared.Written
 }
 
 // +kubebuilder:rbac:groups=taugrid.dev,resources=tauruns,verbs=get;list;watch
@@ -75,18 +81,23 @@ type due struct {
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	// Read as the cache holds them: most runs' repositories name no
 	// target, and copying every run read would cost more than the rest.
-	shared := &taugridv1.TauRun{}
-	if err := r.Get(ctx, req.NamespacedName, shared, client.UnsafeDisableDeepCopy); err != nil {
+	cached := &taugridv1.TauRun{}
+	if err := r.Get(ctx, req.NamespacedName, cached, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	sharedRepo := &taugridv1.TauRepository{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: shared.Namespace, Name: shared.Spec.Repository}, sharedRepo, client.UnsafeDisableDeepCopy); err != nil {
+	if err := r.Get(ctx, types.NamespacedName{Namespace: cached.Namespace, Name: cached.Spec.Repository}, sharedRepo, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if len(sharedRepo.Spec.Notifications) == 0 || !shared.DeletionTimestamp.IsZero() {
+	if len(sharedRepo.Spec.Notifications) == 0 || !cached.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil
 	}
-	run, repo := shared.DeepCopy(), sharedRepo.DeepCopy()
+	if shared.WrittenOf(&r.Written).Lags(cached, r.Clock.Now()) {
+		// A copy this process's status write replaced: the record of a
+		// send would be refused (409).
+		return reconcile.Result{RequeueAfter: shared.CacheLag}, nil
+	}
+	run, repo := cached.DeepCopy(), sharedRepo.DeepCopy()
 	now := r.Clock.Now()
 	dues, next := Due(run, repo.Spec.Notifications, now)
 	var after time.Duration
@@ -187,7 +198,11 @@ func (r *Reconciler) write(ctx context.Context, run *taugridv1.TauRun, rec taugr
 	} else {
 		run.Status.Notifications[i] = rec
 	}
-	return r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
+	if err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	shared.WrittenOf(&r.Written).Note(run, base.ResourceVersion, r.Clock.Now())
+	return nil
 }
 
 // report shows a target's outcome on the repository's status when it

@@ -100,11 +100,14 @@ type RunReconciler struct {
 	// to a run's phase until this long after its last status write
 	// (detailWait); 0 writes every change at once.
 	DetailInterval time.Duration
+	// Written records the run status writes of this process, shared with
+	// the other controllers that write a run's status; nil: a record of
+	// the reconciler's own writes only (see CacheLagsWrite).
+	Written *shared.Written
 
-	submitted *shared.Memo[types.UID, submission]       // see cacheLagsSubmission
-	writes    *shared.Memo[types.NamespacedName, write] // see cacheLagsWrite
-	held      *shared.Memo[holdKey, struct{}]           // see holdOnWorker
-	planned   *shared.Memo[types.UID, plannedLimits]    // see limits
+	submitted *shared.Memo[types.UID, submission]    // see cacheLagsSubmission
+	held      *shared.Memo[holdKey, struct{}]        // see holdOnWorker
+	planned   *shared.Memo[types.UID, plannedLimits] // see limits
 
 	statusWrites *shared.Memo[types.NamespacedName, time.Time] // see detailWait
 
@@ -135,7 +138,7 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	run := &taugridv1.TauRun{}
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
 		if apierrors.IsNotFound(err) {
-			shared.MemoOf(&r.writes).Forget(req.NamespacedName)
+			shared.WrittenOf(&r.Written).Forget(req.NamespacedName)
 			shared.MemoOf(&r.statusWrites).Forget(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
@@ -144,7 +147,7 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		return reconcile.Result{}, nil
 	}
 	if r.CacheLagsWrite(run) {
-		return reconcile.Result{RequeueAfter: CacheLag}, nil
+		return reconcile.Result{RequeueAfter: shared.CacheLag}, nil
 	}
 	resume := resumeRequested(run)
 	if run.Status.Phase.Final() && !resume {
@@ -249,12 +252,7 @@ func (r *RunReconciler) PatchStatus(ctx context.Context, base, run *taugridv1.Ta
 	err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
 	if err == nil {
 		r.noteWrite(run)
-	}
-	// A patch the API server stored nothing for (a time that differs only
-	// below the second it keeps) leaves the resourceVersion as it was: the
-	// cache already shows that copy, so there is nothing to wait for.
-	if err == nil && run.ResourceVersion != base.ResourceVersion {
-		r.wrote(client.ObjectKeyFromObject(run), base.ResourceVersion)
+		shared.WrittenOf(&r.Written).Note(run, base.ResourceVersion, r.Clock.Now())
 	}
 	return client.IgnoreNotFound(err)
 }

@@ -70,6 +70,10 @@ type EvidenceRecorder struct {
 	Clock        clock.PassiveClock
 	Recorder     events.EventRecorder
 	Metrics      *EvidenceMetrics
+	// Written records the run status writes of this process, shared with
+	// the other controllers that write a run's status; nil: a record of
+	// this controller's own writes only.
+	Written *shared.Written
 }
 
 // SourceLocator says where an attempt's pods fetched the run's source
@@ -170,6 +174,11 @@ func (e *EvidenceRecorder) Reconcile(ctx context.Context, req reconcile.Request)
 	if !needsEvidenceRetry(run) {
 		return reconcile.Result{}, nil
 	}
+	if shared.WrittenOf(&e.Written).Lags(run, e.Clock.Now()) {
+		// A copy this process's status write replaced: the seal's write
+		// would be refused (409) after the whole seal, done again.
+		return reconcile.Result{RequeueAfter: shared.CacheLag}, nil
+	}
 	base := run.DeepCopy()
 	ok := e.seal(ctx, run, shared.EndedAttempts(run))
 	if !equality.Semantic.DeepEqual(base.Status, run.Status) {
@@ -181,6 +190,7 @@ func (e *EvidenceRecorder) Reconcile(ctx context.Context, req reconcile.Request)
 		if err := e.Client.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
+		shared.WrittenOf(&e.Written).Note(run, base.ResourceVersion, e.Clock.Now())
 	}
 	if !ok {
 		return reconcile.Result{}, fmt.Errorf("evidence of run %s: %s", req.NamespacedName, apimeta.FindStatusCondition(run.Status.Conditions, shared.ConditionEvidence).Message)

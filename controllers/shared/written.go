@@ -1,0 +1,121 @@
+package shared
+
+import (
+	"slices"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// CacheLag is how soon a run whose cached copy lags a status write of
+// this process is looked at again: the cache mostly catches up within
+// tens of milliseconds.
+const CacheLag = 50 * time.Millisecond
+
+// writtenTTL ends the wait for writes whose copy the cache never shows.
+const writtenTTL = 30 * time.Second
+
+// maxReplaced bounds the copies remembered as replaced, per run: a
+// reconcile writes once or twice (the forge: its post in flight, then
+// what the forge took).
+const maxReplaced = 8
+
+// Written is this process's record of its status writes to runs. Every
+// controller that writes a run's status (the run's, the forge's, the
+// evidence's, the notifications') shares one. A write's watch event
+// reaches each controller's cache a moment later; meanwhile a pod or
+// Workload event, or the write's own event in another controller, finds a
+// copy the write replaced. A locked patch computed from it is refused
+// (409) after the API server has read and patched the stored object: work
+// for nothing, and for the evidence a whole seal done again. hack/scale:
+// 3.65 refused TauRun patches per run ended when no controller knew its
+// writes, 0.17-0.19 when the run reconciler knew its own.
+type Written struct {
+	mu    sync.Mutex
+	runs  map[types.NamespacedName]*written
+	notes int
+}
+
+// written is what one run's writes replaced and stored.
+type written struct {
+	replaced []string // resourceVersions replaced, oldest first
+	latest   string   // the resourceVersion the last write stored
+	at       time.Time
+}
+
+var writtenInit sync.Mutex
+
+// WrittenOf returns *p, created on first use: a reconciler built as a
+// struct literal (as tests build them) keeps a record of its own.
+func WrittenOf(p **Written) *Written {
+	writtenInit.Lock()
+	defer writtenInit.Unlock()
+	if *p == nil {
+		*p = &Written{}
+	}
+	return *p
+}
+
+// Note records a status write that replaced the copy at resourceVersion
+// replaced with run, at now. A write the API server stored nothing for (a
+// time that differs only below the second it keeps) leaves the
+// resourceVersion as it was: the cache already shows that copy, so there
+// is nothing to wait for.
+func (w *Written) Note(run client.Object, replaced string, now time.Time) {
+	if run.GetResourceVersion() == replaced {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.runs == nil {
+		w.runs = map[types.NamespacedName]*written{}
+	}
+	key := client.ObjectKeyFromObject(run)
+	last := w.runs[key]
+	if last == nil || now.Sub(last.at) >= writtenTTL {
+		last = &written{}
+		w.runs[key] = last
+	}
+	last.replaced = append(last.replaced, replaced)
+	if n := len(last.replaced); n > maxReplaced {
+		last.replaced = slices.Delete(last.replaced, 0, n-maxReplaced)
+	}
+	last.latest, last.at = run.GetResourceVersion(), now
+	// Runs whose writes no reconcile looks at again (ended, sealed) are
+	// swept now and then.
+	if w.notes++; w.notes%1024 == 0 {
+		for k, v := range w.runs {
+			if now.Sub(v.at) >= writtenTTL {
+				delete(w.runs, k)
+			}
+		}
+	}
+}
+
+// Lags reports a run whose copy is one that this process's writes to it
+// replaced: the writes have not reached the cache yet. The copy the last
+// write stored ends the wait, as does the last write growing older than
+// writtenTTL with the cache never showing it.
+func (w *Written) Lags(run client.Object, now time.Time) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	key := client.ObjectKeyFromObject(run)
+	last, ok := w.runs[key]
+	switch {
+	case !ok:
+		return false
+	case now.Sub(last.at) >= writtenTTL || run.GetResourceVersion() == last.latest:
+		delete(w.runs, key)
+		return false
+	}
+	return slices.Contains(last.replaced, run.GetResourceVersion())
+}
+
+// Forget drops what is recorded of a run (gone from the cluster).
+func (w *Written) Forget(run types.NamespacedName) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.runs, run)
+}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -321,22 +322,16 @@ func (r *RunReconciler) reconcileSubmit(ctx context.Context, run *taugridv1.TauR
 			strings.Join(left, ", "), kind, w.GetName()))
 		return nil, shared.Waiting(time.Second, errors.New(run.Status.Message))
 	}
-	for _, o := range objs {
-		if err := controllerutil.SetControllerReference(run, o, r.Scheme); err != nil {
+	created, err := r.createAll(ctx, run, objs)
+	if err != nil {
+		return nil, err
+	}
+	if !created {
+		live, err := r.unrecorded(ctx, run, kind, w)
+		if err != nil {
 			return nil, err
 		}
-		err := r.Create(ctx, o)
-		if apierrors.IsAlreadyExists(err) && o == w {
-			live, err := r.unrecorded(ctx, run, kind, w)
-			if err != nil {
-				return nil, err
-			}
-			w = live
-			continue
-		}
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("creating %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), err)
-		}
+		w = live
 	}
 	// w is now as the API server stored it (defaults, webhooks' changes):
 	// what the policy admission check holds it to.
@@ -349,6 +344,34 @@ func (r *RunReconciler) reconcileSubmit(ctx context.Context, run *taugridv1.TauR
 	run.Status.Attempts = append(run.Status.Attempts, taugridv1.Attempt{Number: attempt, Workload: w.GetName()})
 	r.setPhase(run, taugridv1.PhaseQueued, "submitted to queue "+run.Status.Workload.Queue)
 	return w, nil // announced once the status says so
+}
+
+// createAll creates the run's objects, the workload first in objs, all at
+// once: none needs another to exist first, and the workload is suspended
+// until Kueue admits it, which the admission check allows only once the
+// run's status records it, after this. One at a time, a submission took a
+// round trip to the API server per object (hack/scale, 10,000 runs: 1.7 s
+// each, with 4,632 runs waiting for their Job on 32 workers). An object
+// that exists already is the run's from an earlier try, except the
+// workload, which the caller looks at (created false).
+func (r *RunReconciler) createAll(ctx context.Context, run *taugridv1.TauRun, objs []client.Object) (created bool, err error) {
+	for _, o := range objs {
+		if err := controllerutil.SetControllerReference(run, o, r.Scheme); err != nil {
+			return false, err
+		}
+	}
+	errs := make([]error, len(objs))
+	var wg sync.WaitGroup
+	for i, o := range objs {
+		wg.Go(func() { errs[i] = r.Create(ctx, o) })
+	}
+	wg.Wait()
+	for i, o := range objs {
+		if errs[i] != nil && !apierrors.IsAlreadyExists(errs[i]) {
+			return false, fmt.Errorf("creating %s %s: %w", o.GetObjectKind().GroupVersionKind().Kind, o.GetName(), errs[i])
+		}
+	}
+	return !apierrors.IsAlreadyExists(errs[0]), nil
 }
 
 // unrecorded handles a workload that already exists where the run was to

@@ -20,6 +20,7 @@ type counters struct {
 	use                usage
 	api                map[string]float64 // client-go requests by method
 	apiByWhat          map[string]float64 // the same by verb and resource (taugrid_api_requests_total)
+	refusedByWhat      map[string]float64 // of them, refused with 409, by verb and resource
 	conflicts          float64            // of them, refused for a stale resourceVersion (409)
 	throttled, sent    histSum            // their wait for --kube-api-qps, and the API server's time
 	runQueued, runTook histSum            // the run controller's reconciles: their wait in its work queue, and their time
@@ -43,7 +44,7 @@ func (c counters) apiTotal() float64 {
 // sample reads the controller's /proc entries and /metrics and the forge
 // stand-in's count.
 func (h *harness) sample() (counters, error) {
-	c := counters{at: time.Now(), api: map[string]float64{}, apiByWhat: map[string]float64{}, forge: len(h.forge.Calls()), forgeAll: h.forgeIn.n.Load()}
+	c := counters{at: time.Now(), api: map[string]float64{}, apiByWhat: map[string]float64{}, refusedByWhat: map[string]float64{}, forge: len(h.forge.Calls()), forgeAll: h.forgeIn.n.Load()}
 	var err error
 	if c.use, err = h.ctrl.usage(); err != nil {
 		return c, err
@@ -72,6 +73,9 @@ func (h *harness) sample() (counters, error) {
 	for _, m := range mfs["taugrid_api_requests_total"].GetMetric() {
 		l := labelsOf(m)
 		c.apiByWhat[l["verb"]+" "+l["resource"]] += m.GetCounter().GetValue()
+		if l["code"] == "409" {
+			c.refusedByWhat[l["verb"]+" "+l["resource"]] += m.GetCounter().GetValue()
+		}
 	}
 	c.throttled = histOf(mfs["rest_client_rate_limiter_duration_seconds"])
 	c.sent = histOf(mfs["rest_client_request_duration_seconds"])
@@ -227,8 +231,8 @@ func (h *harness) checkpoint(w io.Writer, base, prev, cur counters) {
 		cur.use.rssMiB, cur.use.peakMiB, cur.heapMiB, cur.use.cpu.Seconds(), float64((cur.use.cpu-base.use.cpu).Milliseconds())/n,
 		(cur.apiTotal()-base.apiTotal())/n, strings.Join(verbs, ", "), float64(cur.forge-base.forge)/n, float64(cur.forgeAll-base.forgeAll)/n,
 		(cur.gitList-prev.gitList)/mins, (cur.gitFetch-prev.gitFetch)/mins)
-	h.logf("TauRun writes per run, the %d ended since the previous row: %s; controller requests refused for a stale copy (409) since the first request: %.2f per run ended",
-		len(names), h.rec.writesOf(names), (cur.conflicts-base.conflicts)/n)
+	h.logf("TauRun writes per run, the %d ended since the previous row: %s; controller requests refused for a stale copy (409) since the first request: %.2f per run ended (%s)",
+		len(names), h.rec.writesOf(names), (cur.conflicts-base.conflicts)/n, refusedByWhat(base, cur, n))
 	h.logf("controller requests per run ended since the first request, by what (watches left out): %s", perRunByWhat(base, cur, n))
 	h.logf("Kueue, the %d ended since the previous row: each Job started %s (p50 / p99) after its Workload's admission; each Workload Finished %s after its Job's end",
 		len(names), fmtPct(l.kueueStart), fmtPct(l.kueueFinish))
@@ -263,18 +267,26 @@ const tableHead = "| runs ended | TauRuns | request → TauRun p50 / p99 | reque
 // tauruns.taugrid.dev/status 5.3, create jobs.batch 1.0, ...". An
 // informer's watches are the process's, not the runs'.
 func perRunByWhat(base, cur counters, n float64) string {
+	return cmp.Or(perRun(base.apiByWhat, cur.apiByWhat, n), "none counted (a controller without taugrid_api_requests_total)")
+}
+
+// refusedByWhat is perRunByWhat of the requests refused with 409.
+func refusedByWhat(base, cur counters, n float64) string {
+	return cmp.Or(perRun(base.refusedByWhat, cur.refusedByWhat, n), "none")
+}
+
+// perRun is what each of cur's counts grew by since base, per run ended
+// of n, the largest first, watches left out; "" when none grew.
+func perRun(base, cur map[string]float64, n float64) string {
 	per := map[string]float64{}
-	for what, v := range cur.apiByWhat {
-		if d := v - base.apiByWhat[what]; d > 0 && !strings.HasPrefix(what, "watch ") {
+	for what, v := range cur {
+		if d := v - base[what]; d > 0 && !strings.HasPrefix(what, "watch ") {
 			per[what] = d / n
 		}
 	}
 	var parts []string
 	for _, it := range largestFirst(per) {
 		parts = append(parts, fmt.Sprintf("%s %.2f", it.key, it.v))
-	}
-	if len(parts) == 0 {
-		return "none counted (a controller without taugrid_api_requests_total)"
 	}
 	return strings.Join(parts, ", ")
 }

@@ -51,4 +51,14 @@ func TestTheControllersRequestsArePerRunEndedByWhatTheyAreWithoutWatches(t *test
 	if got, want := perRunByWhat(base, cur, 20), "patch tauruns.taugrid.dev/status 5.50, create jobs.batch 1.00, list events 0.50"; got != want {
 		t.Errorf("%q, want %q", got, want)
 	}
+	cur.refusedByWhat = map[string]float64{"patch tauruns.taugrid.dev/status": 4}
+	if got, want := refusedByWhat(base, cur, 20), "patch tauruns.taugrid.dev/status 0.20"; got != want {
+		t.Errorf("refused: %q, want %q", got, want)
+	}
+	if got := refusedByWhat(cur, cur, 20); got != "none" {
+		t.Errorf("refused, none since base: %q", got)
+	}
+	if got := perRunByWhat(counters{}, counters{}, 20); !strings.HasPrefix(got, "none counted") {
+		t.Errorf("without the metric: %q", got)
+	}
 }

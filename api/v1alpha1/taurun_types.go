@@ -180,7 +180,9 @@ type GPUUsage struct {
 	// +optional
 	// +kubebuilder:validation:MaxItems=64
 	UUIDs []string `json:"uuids,omitempty"`
-	// ReadAt is when the node agents were last asked.
+	// ReadAt is when the node agents were asked for the reading this
+	// record was last changed by: a reading that adds nothing (no new
+	// minute, the same agents silent) is not written.
 	ReadAt metav1.Time `json:"readAt"`
 	// Through is the end of the last whole minute folded into Series:
 	// the next reading adds the minutes after it.

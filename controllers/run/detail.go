@@ -86,11 +86,12 @@ func (r *RunReconciler) detailInterval(run *taugridv1.TauRun) time.Duration {
 }
 
 // noteWrite dates a status write to run; an ended run's date is dropped,
-// as nothing about it is detail any more.
+// as nothing about it is detail any more, with its last GPU reading's.
 func (r *RunReconciler) noteWrite(run *taugridv1.TauRun) {
 	key := types.NamespacedName{Namespace: run.Namespace, Name: run.Name}
 	if run.Status.Phase.Final() {
 		shared.MemoOf(&r.statusWrites).Forget(key)
+		shared.MemoOf(&r.usageReads).Forget(key)
 		return
 	}
 	shared.MemoOf(&r.statusWrites).Put(key, r.Clock.Now())

@@ -12,8 +12,11 @@ import (
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/render"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/taugrid/taugrid/controllers/shared"
 )
 
 // ReasonGPUsIdle is the Warning event of an attempt whose GPUs went idle.
@@ -40,11 +43,25 @@ type GPUUsageSource interface {
 	Reports(ctx context.Context, namespace string, nodes []string) (map[string]*gpus.Report, []string)
 }
 
+// usageRead is when this process last asked the node agents for an
+// attempt's GPUs.
+type usageRead struct {
+	attempt int
+	at      time.Time
+}
+
 // reconcileGPUUsage reads a running attempt's GPU utilisation, at most once
 // per usageInterval, and records it on the attempt (status.attempts[].gpuUsage).
 // Under the platform's idle rule (limits.yaml) an attempt whose GPUs went
 // idle gets a GPUsIdle Warning event; with idle_policy: stop it reports that
 // the attempt must end. It returns when to read again.
+//
+// A reading that adds nothing (no new minute, the same agents silent: only
+// its time moves) leaves the record as it is, so it costs no status write:
+// a run on a node whose agent is gone was written once a minute for
+// nothing. When to read again is then this process's own record of its
+// last reading (usageReads), which also keeps a copy of the run from
+// before a reading's write reached the cache from reading again at once.
 func (r *RunReconciler) reconcileGPUUsage(ctx context.Context, run *taugridv1.TauRun, obs Observed) (stop bool, after time.Duration, err error) {
 	n := len(run.Status.Attempts)
 	if r.GPUUsage == nil || n == 0 {
@@ -52,8 +69,15 @@ func (r *RunReconciler) reconcileGPUUsage(ctx context.Context, run *taugridv1.Ta
 	}
 	a := &run.Status.Attempts[n-1]
 	now := r.Clock.Now()
-	if u := a.GPUUsage; u != nil && now.Sub(u.ReadAt.Time) < usageInterval {
-		return u.Idle && r.stopsIdle(ctx, run), usageInterval - now.Sub(u.ReadAt.Time), nil
+	key := types.NamespacedName{Namespace: run.Namespace, Name: run.Name}
+	if u := a.GPUUsage; u != nil {
+		last := u.ReadAt.Time
+		if rd, ok := shared.MemoOf(&r.usageReads).Get(key); ok && rd.attempt == n && rd.at.After(last) {
+			last = rd.at
+		}
+		if now.Sub(last) < usageInterval {
+			return u.Idle && r.stopsIdle(ctx, run), usageInterval - now.Sub(last), nil
+		}
 	}
 	held := attemptGPUs(obs.Pods)
 	if held.want == 0 {
@@ -74,8 +98,21 @@ func (r *RunReconciler) reconcileGPUUsage(ctx context.Context, run *taugridv1.Ta
 	if u.Idle && (a.GPUUsage == nil || !a.GPUUsage.Idle) {
 		r.Recorder.Eventf(run, nil, corev1.EventTypeWarning, ReasonGPUsIdle, "Observe", "%s", idleEvent(u, rule))
 	}
-	a.GPUUsage = u
+	shared.MemoOf(&r.usageReads).Put(key, usageRead{attempt: n, at: now})
+	if !sameReading(a.GPUUsage, u) {
+		a.GPUUsage = u
+	}
 	return u.Idle && rule.Action == render.IdleStop, usageInterval, nil
+}
+
+// sameReading: a and b differ in when they were read, if at all.
+func sameReading(a, b *taugridv1.GPUUsage) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	x, y := *a, *b
+	x.ReadAt, y.ReadAt = metav1.Time{}, metav1.Time{}
+	return equality.Semantic.DeepEqual(x, y)
 }
 
 // stopsIdle reports whether the platform's idle policy ends idle attempts.

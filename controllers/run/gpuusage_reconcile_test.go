@@ -18,12 +18,13 @@ import (
 // asked of them.
 type fakeUsage struct {
 	reports map[string]*gpus.Report
+	unread  []string // nodes whose agent does not answer
 	asked   []string // namespace: nodes
 }
 
 func (f *fakeUsage) Reports(_ context.Context, namespace string, nodes []string) (map[string]*gpus.Report, []string) {
 	f.asked = append(f.asked, namespace+": "+strings.Join(nodes, ","))
-	return f.reports, nil
+	return f.reports, f.unread
 }
 
 // anHourAt is node n1's report of one GPU held by pod r1-1-0 at pct for
@@ -141,5 +142,50 @@ func TestGPUUsageIsReadOncePerMinute(t *testing.T) {
 	}
 	if len(w.jobs(t)) != 0 {
 		t.Error("the idle attempt's Job is left")
+	}
+}
+
+// TestAReadingThatAddsNothingIsNotWritten: while a node's agent does not
+// answer, each minute's reading finds what the last one did, and only its
+// time would move: the run is written once, with the summary that says
+// so, not once a minute; the agents are still asked once a minute, paced
+// by the reconciler's own record of its readings. Once the agent answers,
+// the reading adds minutes and is written.
+func TestAReadingThatAddsNothingIsNotWritten(t *testing.T) {
+	run := builders.MakeTauRun("r1", ns).UID("u1").Phase(taugridv1.PhaseRunning, "running").
+		Workload("Job", "r1-1", "team-a-runs").Attempt("r1-1", sharedtest.Now.Add(-time.Hour), time.Time{}, "").Obj()
+	pod := builders.MakeAttemptPod("r1-1-0", ns, "r1", 1).OnNode("n1").GPUs(1).Running().Obj()
+	w := newRunWorld(t, nil, run, job(builders.MakeJob("r1-1", ns).Unsuspended().Running()), workloadOf(true), pod, builders.MakeGPUNode("n1").Obj())
+	agents := &fakeUsage{unread: []string{"n1"}}
+	w.r.GPUUsage = agents
+	reconcile := func() *taugridv1.TauRun {
+		t.Helper()
+		if _, err := w.reconcile(t, "r1"); err != nil {
+			t.Fatal(err)
+		}
+		return w.run(t, "r1")
+	}
+	first := reconcile()
+	u := lastAttempt(t, first).GPUUsage
+	if u == nil || u.Summary != "1 GPU, utilisation unknown; no answer from the node agent on n1" {
+		t.Fatalf("the first reading: %+v", u)
+	}
+	for range 3 {
+		w.after(usageInterval)
+		if got := reconcile(); got.ResourceVersion != first.ResourceVersion {
+			t.Fatalf("a reading that only moved its time was written: %+v", lastAttempt(t, got).GPUUsage)
+		}
+	}
+	w.after(20 * time.Second)
+	reconcile()
+	if len(agents.asked) != 4 {
+		t.Errorf("agents asked %d times in 3 min 20 s, want 4 (once a minute)", len(agents.asked))
+	}
+
+	agents.reports, agents.unread = anHourAt(90), nil
+	w.after(usageInterval)
+	got := reconcile()
+	if u := lastAttempt(t, got).GPUUsage; got.ResourceVersion == first.ResourceVersion || u.Summary != "1 GPU, 90% busy over the last 10 min" || !u.ReadAt.Time.Equal(w.r.Clock.Now()) {
+		t.Errorf("once the agent answers, the reading is written: %+v", u)
 	}
 }

@@ -111,6 +111,7 @@ type RunReconciler struct {
 	planned   *shared.Memo[types.UID, plannedLimits] // see limits
 
 	statusWrites *shared.Memo[types.NamespacedName, time.Time] // see detailWait
+	usageReads   *shared.Memo[types.NamespacedName, usageRead] // see reconcileGPUUsage
 
 	waiting *lru.Cache // see waitingSlots
 }
@@ -141,6 +142,7 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 		if apierrors.IsNotFound(err) {
 			shared.WrittenOf(&r.Written).Forget(req.NamespacedName)
 			shared.MemoOf(&r.statusWrites).Forget(req.NamespacedName)
+			shared.MemoOf(&r.usageReads).Forget(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}

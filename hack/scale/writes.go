@@ -28,7 +28,20 @@ var statusParts = []struct {
 	{"message", func(r *taugridv1.TauRun) any { return r.Status.Message }},
 	{"conditions", func(r *taugridv1.TauRun) any { return r.Status.Conditions }},
 	{"workload", func(r *taugridv1.TauRun) any { return r.Status.Workload }},
-	{"attempts", func(r *taugridv1.TauRun) any { return r.Status.Attempts }},
+	{"attempts", func(r *taugridv1.TauRun) any {
+		a := slices.Clone(r.Status.Attempts)
+		for i := range a {
+			a[i].GPUUsage = nil
+		}
+		return a
+	}},
+	{"gpuUsage", func(r *taugridv1.TauRun) any {
+		var u []*taugridv1.GPUUsage
+		for _, a := range r.Status.Attempts {
+			u = append(u, a.GPUUsage)
+		}
+		return u
+	}},
 	{"forge", func(r *taugridv1.TauRun) any { return r.Status.Forge }},
 	{"evidence", func(r *taugridv1.TauRun) any { return r.Status.EvidenceURL }},
 	{"metadata", func(r *taugridv1.TauRun) any {

@@ -38,7 +38,9 @@ var statusParts = []struct {
 	{"gpuUsage", func(r *taugridv1.TauRun) any {
 		var u []*taugridv1.GPUUsage
 		for _, a := range r.Status.Attempts {
-			u = append(u, a.GPUUsage)
+			if a.GPUUsage != nil {
+				u = append(u, a.GPUUsage)
+			}
 		}
 		return u
 	}},

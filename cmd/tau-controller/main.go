@@ -352,14 +352,7 @@ func setupGPUUsage(mgr manager.Manager, o options) (runctrl.GPUUsageSource, erro
 	if err != nil {
 		return nil, err
 	}
-	agents, err := runctrl.AgentPods(mgr.GetConfig(), mgr.GetScheme(), o.namespace)
-	if err != nil {
-		return nil, err
-	}
-	if err := mgr.Add(agents); err != nil {
-		return nil, err
-	}
-	return &runctrl.NodeAgents{Reader: agents, Namespace: o.namespace, Reads: reads,
+	return &runctrl.NodeAgents{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Reads: reads,
 		Token: runctrl.ServiceAccountToken(runctrl.ServiceAccountTokenFile)}, nil
 }
 

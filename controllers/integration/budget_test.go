@@ -108,17 +108,18 @@ func (a *apiRequests) counts(t *testing.T) (n, conflict map[string]int) {
 // sends less lowers the budget.
 //
 // The manager runs as cmd/tau-controller's does, its running attempts' GPUs
-// read from the node agents (found in the agents' cache: looking each up
-// in the API server was one pod list a reading, 1.8 a run in hack/scale,
-// and this budget did not count them until the GPUs were read here too).
+// read from the node agents: the agent's pod is looked up in the API
+// server, one pod list a reading (this budget did not count it until the
+// GPUs were read here too, 2026-12-06: 17 before, the same life).
 //
-// What one run's life sends today (2026-12-06): 14 for the run itself,
+// What one run's life sends today (2026-12-06): 15 for the run itself,
 // the TauRun created and its status written 5 times (Queued, Admitted,
 // Running, Succeeded, sealed), its Job and NetworkPolicy created, 2
 // Events (the submission, the end), the admission check's read of the Job
 // (whole, from the API server: it judges what Kueue is about to admit)
-// and patch of the Workload's status, the pod's log and the sealer's one
-// list of the namespace's events; and 3 for the poll that found it, not
+// and patch of the Workload's status, the one GPU reading's pod list (its
+// node's agent), the pod's log and the sealer's one list of the
+// namespace's events; and 3 for the poll that found it, not
 // per run: the repository's nudge and status, the poll's one RunRequested
 // Event. What the manager writes once at its start (the AdmissionCheck's
 // and the platform's status) is not counted. 26 before Admitted, Running
@@ -126,7 +127,7 @@ func (a *apiRequests) counts(t *testing.T) (n, conflict map[string]int) {
 // cache; 22 (start-up writes counted, by a race) before the sealer read
 // the events in one list, not one per object.
 const (
-	runRequestBudget = 17
+	runRequestBudget = 18
 	runWriteBudget   = 6 // the TauRun's creation and its status writes
 )
 
@@ -197,15 +198,8 @@ func TestOneRunsWholeLifeStaysWithinItsAPIRequestBudget(t *testing.T) {
 		c.run.DetailInterval = time.Hour
 		c.sealer = newSealer(mgr, c.run, st, mgr.GetEventRecorder("tau-evidence"))
 		// The running attempt's GPUs read, its node's agent looked for in
-		// the agents' cache (there is none here: the reading says so).
-		agents, err := runctrl.AgentPods(mgr.GetConfig(), mgr.GetScheme(), "bud-agents")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := mgr.Add(agents); err != nil {
-			t.Fatal(err)
-		}
-		c.run.GPUUsage = &runctrl.NodeAgents{Reader: agents, Namespace: "bud-agents"}
+		// the API server (there is none here: the reading says so).
+		c.run.GPUUsage = &runctrl.NodeAgents{Reader: mgr.GetAPIReader(), Namespace: "bud-agents"}
 	})
 	managerTransport = nil
 	defer m.stop()

@@ -38,7 +38,7 @@ import (
 func TestTheNodeAgentAnswersOnlyWhomTheClusterVouchesFor(t *testing.T) {
 	integration(t)
 	ctx := context.Background()
-	controllerCfg := installChartRBAC(t)
+	installChartRBAC(t)
 	installChartAgentRBAC(t)
 	admin := kubernetes.NewForConfigOrDie(env.Config)
 	tokens := map[string]string{
@@ -90,9 +90,7 @@ func TestTheNodeAgentAnswersOnlyWhomTheClusterVouchesFor(t *testing.T) {
 	t.Run("the controller's reader, with and without its token", func(t *testing.T) {
 		addr := agentPodAt(t, "na-system", "na-gpu-1", "10.77.0.9")
 		hc, _ := routedTo(addr, srv)
-		// The agents found as cmd/tau-controller finds them: its cache of
-		// the agents' pods, under the chart's RBAC for the controller.
-		agents := &runctrl.NodeAgents{Reader: agentPods(t, controllerCfg, "na-system", "na-gpu-1"), Namespace: "na-system", HTTP: hc,
+		agents := &runctrl.NodeAgents{Reader: k8s, Namespace: "na-system", HTTP: hc,
 			Token: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: tokens["controller"]})}
 		if reps, unread := agents.Reports(ctx, "team-a", []string{"na-gpu-1"}); reps["na-gpu-1"] == nil || len(unread) != 0 {
 			t.Errorf("with the controller's token: reports %v, unread %v; want na-gpu-1's report", reps, unread)

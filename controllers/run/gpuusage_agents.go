@@ -17,12 +17,7 @@ import (
 	"github.com/taugrid/taugrid/api/gpus"
 	"golang.org/x/oauth2"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -51,10 +46,8 @@ const MetricGPUUsageReads = "taugrid_gpu_usage_reads_total"
 // node is its tau-nodeagent pod in Namespace, reached at the pod's IP and
 // its "metrics" container port: the port the chart configures, read from
 // the pod itself. Agents' pods are not TauGrid's runs' and not in the
-// manager's cache; Reader finds one node's agent by a field selector on
-// spec.nodeName: in cmd/tau-controller, AgentPods, a cache of the agents'
-// pods alone, so a reading sends the API server nothing (one list a node
-// a reading before it, 1.8 a run in hack/scale).
+// manager's cache, so Reader is the API reader, asked for one node's agent
+// at a time (a field selector), never for every pod of the cluster.
 //
 // Agents answer only callers the cluster vouches for: each request carries
 // Token, the controller's own ServiceAccount token, which the agent checks
@@ -175,46 +168,6 @@ func (n *NodeAgents) request(ctx context.Context, u url.URL) (*http.Request, err
 	}
 	tok.SetAuthHeader(req)
 	return req, nil
-}
-
-// AgentPods is a cache of the node agents' pods only: those in namespace
-// labelled as the chart labels them, indexed by spec.nodeName for
-// NodeAgents.Reader, and slimmed to what agentOf reads. It is a runnable
-// (add it to the manager, which starts it). A pod that goes away is out of
-// it when its watch says so, as with any informer; agentOf also skips one
-// being deleted or not Running, and an agent's answer must name its node.
-func AgentPods(cfg *rest.Config, scheme *runtime.Scheme, namespace string) (cache.Cache, error) {
-	c, err := cache.New(cfg, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}: {
-			Namespaces: map[string]cache.Config{namespace: {}},
-			Label:      labels.SelectorFromSet(labels.Set{NodeAgentLabel: NodeAgentName}),
-			Transform:  slimAgentPod,
-		},
-	}})
-	if err != nil {
-		return nil, err
-	}
-	err = c.IndexField(context.Background(), &corev1.Pod{}, "spec.nodeName", func(o client.Object) []string {
-		return []string{o.(*corev1.Pod).Spec.NodeName}
-	})
-	return c, err
-}
-
-// slimAgentPod keeps of an agent's pod what agentOf reads: its name,
-// labels, deletion, node, phase, IP and its containers' ports.
-func slimAgentPod(obj any) (any, error) {
-	p, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	slim := &corev1.Pod{TypeMeta: p.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID,
-		ResourceVersion: p.ResourceVersion, Labels: p.Labels, DeletionTimestamp: p.DeletionTimestamp},
-		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName},
-		Status: corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP}}
-	for _, c := range p.Spec.Containers {
-		slim.Spec.Containers = append(slim.Spec.Containers, corev1.Container{Name: c.Name, Ports: c.Ports})
-	}
-	return slim, nil
 }
 
 // agentOf is the address of the running agent pod on node, "" if none.

@@ -189,3 +189,40 @@ func TestAReadingThatAddsNothingIsNotWritten(t *testing.T) {
 		t.Errorf("once the agent answers, the reading is written: %+v", u)
 	}
 }
+
+// TestAReadingIsNotTakenAgainForACopyWithoutIt: a copy of the run that
+// does not show the reading just taken (its write refused, or not yet in
+// the cache) gets the reading back from the reconciler's record, written
+// with the next status write; the agents are not asked again within the
+// minute (each ask looks up the node's agent in the API server).
+func TestAReadingIsNotTakenAgainForACopyWithoutIt(t *testing.T) {
+	run := builders.MakeTauRun("r1", ns).UID("u1").Phase(taugridv1.PhaseRunning, "running").
+		Workload("Job", "r1-1", "team-a-runs").Attempt("r1-1", sharedtest.Now.Add(-time.Hour), time.Time{}, "").Obj()
+	pod := builders.MakeAttemptPod("r1-1-0", ns, "r1", 1).OnNode("n1").GPUs(1).Running().Obj()
+	w := newRunWorld(t, nil, run, job(builders.MakeJob("r1-1", ns).Unsuspended().Running()), workloadOf(true), pod, builders.MakeGPUNode("n1").Obj())
+	agents := &fakeUsage{reports: anHourAt(90)}
+	w.r.GPUUsage = agents
+	if _, err := w.reconcile(t, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	read := lastAttempt(t, w.run(t, "r1")).GPUUsage
+	if read == nil {
+		t.Fatal("no reading recorded")
+	}
+	// The stored run loses the reading, as a refused write would leave it.
+	lost := w.run(t, "r1")
+	lost.Status.Attempts[len(lost.Status.Attempts)-1].GPUUsage = nil
+	if err := w.c.Status().Update(context.Background(), lost); err != nil {
+		t.Fatal(err)
+	}
+	w.after(10 * time.Second)
+	if _, err := w.reconcile(t, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if len(agents.asked) != 1 {
+		t.Errorf("agents asked %d times within a minute, want once", len(agents.asked))
+	}
+	if got := lastAttempt(t, w.run(t, "r1")).GPUUsage; got == nil || !sameReading(got, read) || !got.ReadAt.Equal(&read.ReadAt) {
+		t.Errorf("the run's reading after a copy without it: %+v, want %+v", got, read)
+	}
+}

@@ -265,6 +265,11 @@ func (r *ForgeReconciler) restore(ctx context.Context, run *taugridv1.TauRun, pr
 
 // patchStatus writes run's status by patch p and records the write.
 func (r *ForgeReconciler) patchStatus(ctx context.Context, base, run *taugridv1.TauRun, p client.Patch) error {
+	release, err := shared.WrittenOf(&r.Written).Guard(ctx, run, r.Clock.Now())
+	if err != nil {
+		return err
+	}
+	defer release()
 	if err := r.Status().Patch(ctx, run, p); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/forge"
+	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -204,5 +206,90 @@ func TestAPollThatRequestsRunsSaysSoInOneEvent(t *testing.T) {
 	}
 	if len(f.listRuns(t)) != 7 {
 		t.Errorf("%d TauRuns, want 7", len(f.listRuns(t)))
+	}
+}
+
+// blockingCreates holds each create of a Job until let go, saying when one
+// is held.
+type blockingCreates struct {
+	client.Client
+	held chan struct{}
+	go_  chan struct{}
+}
+
+func (c *blockingCreates) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	if _, ok := obj.(*batchv1.Job); ok {
+		c.held <- struct{}{}
+		<-c.go_
+	}
+	return c.Client.Create(ctx, obj, opts...)
+}
+
+// TestNoControllerWritesARunWhileTheRunReconcilerHoldsIt: the forge's
+// first look at a new run comes while the run reconciler is creating the
+// run's Job. Before, the forge recorded its post in flight in between, so
+// the run reconciler's status write was refused (409) and its next
+// reconcile created the Job and NetworkPolicy again, both refused as they
+// existed (hack/scale: 0.37 refused TauRun writes per run ended in the
+// first rows, with 0.3 forge writes a run while it was Pending). Now the
+// forge waits for the run reconciler to let the run go, finds its copy
+// replaced, and writes nothing; its next look posts the run's new state.
+func TestNoControllerWritesARunWhileTheRunReconcilerHoldsIt(t *testing.T) {
+	f := newForgeFixture(t, "whold", forge.GitHub, forgeToken)
+	written := &shared.Written{}
+	f.runRec.Written, f.r.Written = written, written
+	f.research.tag("run/held")
+	f.poll(t)
+	created := f.runOf(t, "refs/tags/run/held")
+	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(created)}
+
+	blocking := &blockingCreates{Client: f.runRec.Client, held: make(chan struct{}), go_: make(chan struct{})}
+	f.runRec.Client = blocking
+	ran := make(chan error, 1)
+	go func() {
+		res, err := f.runRec.Reconcile(context.Background(), req)
+		if err == nil && res.RequeueAfter == 50*time.Millisecond {
+			err = fmt.Errorf("the run's status write was refused (a look again after 50ms)")
+		}
+		ran <- err
+	}()
+	select {
+	case <-blocking.held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run reconciler created no Job")
+	}
+	counted := &laggingClient{Client: f.r.Client}
+	f.r.Client = counted
+	forged := make(chan error, 1)
+	go func() {
+		_, err := f.r.Reconcile(context.Background(), req)
+		forged <- err
+	}()
+	select {
+	case err := <-forged:
+		t.Fatalf("the forge's reconcile ended (%v) while the run reconciler held the run", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+	if n := counted.patches.Load(); n != 0 {
+		t.Fatalf("the forge wrote the run %d times while the run reconciler held it", n)
+	}
+	close(blocking.go_)
+	if err := <-ran; err != nil {
+		t.Fatal(err)
+	}
+	if got := f.getRun(t, created.Name); got.Status.Workload == nil || got.Status.Workload.Name == "" {
+		t.Fatalf("the run reconciler's write did not record the Job: %+v", got.Status)
+	}
+	select {
+	case <-forged:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the forge still waits after the run reconciler let the run go")
+	}
+	if n, calls := counted.patches.Load(), len(f.srv.Calls()); n != 0 || calls != 0 {
+		t.Errorf("the forge, from the copy the run reconciler's write replaced: %d status patches sent, %d forge calls; want none", n, calls)
+	}
+	f.mustReconcileForge(t, created.Name)
+	if d := f.posted(); len(d) == 0 || !strings.Contains(strings.Join(d, "\n"), "queued") {
+		t.Errorf("the forge's next look posted %q; want the run's queued state", d)
 	}
 }

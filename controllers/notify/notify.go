@@ -198,6 +198,11 @@ func (r *Reconciler) write(ctx context.Context, run *taugridv1.TauRun, rec taugr
 	} else {
 		run.Status.Notifications[i] = rec
 	}
+	release, err := shared.WrittenOf(&r.Written).Guard(ctx, run, r.Clock.Now())
+	if err != nil {
+		return err
+	}
+	defer release()
 	if err := r.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return err
 	}

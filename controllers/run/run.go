@@ -149,6 +149,13 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 	if !run.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil
 	}
+	// Held from this read to the status patch (shared.Written): no other
+	// controller of this process writes the run in between.
+	release, ok := shared.WrittenOf(&r.Written).TryHold(req.NamespacedName)
+	if !ok {
+		return reconcile.Result{RequeueAfter: shared.CacheLag}, nil
+	}
+	defer release()
 	if r.CacheLagsWrite(run) {
 		return reconcile.Result{RequeueAfter: shared.CacheLag}, nil
 	}

@@ -187,15 +187,29 @@ func (e *EvidenceRecorder) Reconcile(ctx context.Context, req reconcile.Request)
 		// than the run reconciler's last write, it would put that copy's
 		// conditions back. The lock refuses such a write (Conflict); the
 		// retry reads the run again.
-		if err := e.Client.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		if err := e.patchStatus(ctx, base, run); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
-		shared.WrittenOf(&e.Written).Note(run, base.ResourceVersion, e.Clock.Now())
 	}
 	if !ok {
 		return reconcile.Result{}, fmt.Errorf("evidence of run %s: %s", req.NamespacedName, apimeta.FindStatusCondition(run.Status.Conditions, shared.ConditionEvidence).Message)
 	}
 	return reconcile.Result{}, nil
+}
+
+// patchStatus writes what the seal changed from base to run, holding the
+// run (shared.Written.Guard).
+func (e *EvidenceRecorder) patchStatus(ctx context.Context, base, run *taugridv1.TauRun) error {
+	release, err := shared.WrittenOf(&e.Written).Guard(ctx, run, e.Clock.Now())
+	if err != nil {
+		return err
+	}
+	defer release()
+	if err := e.Client.Status().Patch(ctx, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return err
+	}
+	shared.WrittenOf(&e.Written).Note(run, base.ResourceVersion, e.Clock.Now())
+	return nil
 }
 
 func needsEvidenceRetry(run *taugridv1.TauRun) bool {

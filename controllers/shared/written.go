@@ -1,10 +1,15 @@
 package shared
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
 
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -32,9 +37,20 @@ const maxReplaced = 8
 // for nothing, and for the evidence a whole seal done again. hack/scale:
 // 3.65 refused TauRun patches per run ended when no controller knew its
 // writes, 0.17-0.19 when the run reconciler knew its own.
+//
+// A record alone leaves a race: another controller's write that lands
+// between a reconcile's read of its copy and its patch. The first look at
+// a new run was one (the forge recording the post of its first state while
+// the run reconciler created the run's Job): the run's write refused, then
+// its Job and NetworkPolicy created again and refused as they existed.
+// So each writer also holds the run while it writes (Hold, Guard): the
+// run reconciler from its read to its patch, the others, whose copies are
+// older than their writes, for the check that their copy is current and
+// the patch.
 type Written struct {
 	mu    sync.Mutex
 	runs  map[types.NamespacedName]*written
+	held  map[types.NamespacedName]chan struct{} // closed when let go
 	notes int
 }
 
@@ -99,6 +115,14 @@ func (w *Written) Note(run client.Object, replaced string, now time.Time) {
 // write stored ends the wait, as does the last write growing older than
 // writtenTTL with the cache never showing it.
 func (w *Written) Lags(run client.Object, now time.Time) bool {
+	return w.lags(run, now, true)
+}
+
+// lags is Lags; forget drops the record once a copy shows the last write
+// (a copy read from the cache: the cache shows no older one after it).
+// A writer's own copy, just written, shows it too, while the cache may
+// still lag: Guard keeps the record.
+func (w *Written) lags(run client.Object, now time.Time, forget bool) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	key := client.ObjectKeyFromObject(run)
@@ -107,7 +131,9 @@ func (w *Written) Lags(run client.Object, now time.Time) bool {
 	case !ok:
 		return false
 	case now.Sub(last.at) >= writtenTTL || run.GetResourceVersion() == last.latest:
-		delete(w.runs, key)
+		if forget {
+			delete(w.runs, key)
+		}
 		return false
 	}
 	return slices.Contains(last.replaced, run.GetResourceVersion())
@@ -118,4 +144,78 @@ func (w *Written) Forget(run types.NamespacedName) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.runs, run)
+}
+
+// TryHold holds run's status for the caller, unless another holds it;
+// release lets it go.
+func (w *Written) TryHold(run types.NamespacedName) (release func(), ok bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, held := w.held[run]; held {
+		return nil, false
+	}
+	return w.holdLocked(run), true
+}
+
+// Hold holds run's status for the caller, waiting for another holder to
+// let it go; it fails only when ctx ends first.
+func (w *Written) Hold(ctx context.Context, run types.NamespacedName) (release func(), err error) {
+	for {
+		w.mu.Lock()
+		ch, held := w.held[run]
+		if !held {
+			defer w.mu.Unlock()
+			return w.holdLocked(run), nil
+		}
+		w.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+func (w *Written) holdLocked(run types.NamespacedName) func() {
+	if w.held == nil {
+		w.held = map[types.NamespacedName]chan struct{}{}
+	}
+	ch := make(chan struct{})
+	w.held[run] = ch
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			w.mu.Lock()
+			delete(w.held, run)
+			w.mu.Unlock()
+			close(ch)
+		})
+	}
+}
+
+// MaxHoldWait bounds how long Guard waits for another writer of the run:
+// the run reconciler holds a run for one reconcile, its creates and its
+// status patch (under a second on a busy API server).
+const MaxHoldWait = 10 * time.Second
+
+// Guard holds run's status for a write computed from the copy run, for a
+// controller whose copy was read before it held the run (the forge's, the
+// evidence's, the notifications'). It fails with a Conflict, as the API
+// server would without the request sent, when the copy is one a write of
+// this process replaced (as Lags, the record kept), or when the run stays
+// held MaxHoldWait.
+func (w *Written) Guard(ctx context.Context, run client.Object, now time.Time) (release func(), err error) {
+	hctx, cancel := context.WithTimeout(ctx, MaxHoldWait)
+	defer cancel()
+	release, err = w.Hold(hctx, client.ObjectKeyFromObject(run))
+	if err != nil {
+		return nil, apierrors.NewConflict(taugridv1.GroupVersion.WithResource("tauruns").GroupResource(), run.GetName(),
+			fmt.Errorf("another controller of this process is writing it: %w", err))
+	}
+	if w.lags(run, now, false) {
+		release()
+		return nil, apierrors.NewConflict(taugridv1.GroupVersion.WithResource("tauruns").GroupResource(), run.GetName(),
+			errors.New("the copy is older than a write of this process"))
+	}
+	return release, nil
 }

@@ -1,11 +1,13 @@
 package shared
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -91,5 +93,96 @@ func TestTheRecordStaysBounded(t *testing.T) {
 	}
 	if n := len(w.runs); n != 1 {
 		t.Errorf("%d runs recorded after a sweep, want the 1 written within writtenTTL", n)
+	}
+}
+
+// TestARunIsHeldByOneWriterAtATime: while one controller holds a run,
+// another's TryHold fails and its Hold waits until the run is let go;
+// other runs are not held; letting go twice is harmless.
+func TestARunIsHeldByOneWriterAtATime(t *testing.T) {
+	var w Written
+	key := client.ObjectKeyFromObject(runAt("r", "1"))
+	release, ok := w.TryHold(key)
+	if !ok {
+		t.Fatal("a run no one holds could not be held")
+	}
+	if _, ok := w.TryHold(key); ok {
+		t.Fatal("a held run was held again")
+	}
+	if other, ok := w.TryHold(client.ObjectKeyFromObject(runAt("other", "1"))); !ok {
+		t.Fatal("holding one run held another")
+	} else {
+		other()
+	}
+	got := make(chan func())
+	go func() {
+		r, err := w.Hold(context.Background(), key)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- r
+	}()
+	select {
+	case <-got:
+		t.Fatal("Hold did not wait for the holder")
+	case <-time.After(50 * time.Millisecond):
+	}
+	release()
+	release()
+	select {
+	case r := <-got:
+		r()
+	case <-time.After(5 * time.Second):
+		t.Fatal("Hold still waits after the run was let go")
+	}
+	if r, ok := w.TryHold(key); !ok {
+		t.Error("the run is still held after both let it go")
+	} else {
+		r()
+	}
+}
+
+// TestGuardRefusesAsTheAPIServerWould: a write from a copy a write of the
+// process replaced, or one that waited out its context for the holder,
+// fails with a Conflict and sends nothing; the run is not left held.
+func TestGuardRefusesAsTheAPIServerWould(t *testing.T) {
+	now := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	var w Written
+	w.Note(runAt("r", "11"), "10", now)
+	if _, err := w.Guard(context.Background(), runAt("r", "10"), now); !apierrors.IsConflict(err) {
+		t.Errorf("a copy a write replaced: %v, want a Conflict", err)
+	}
+	release, err := w.Guard(context.Background(), runAt("r", "11"), now)
+	if err != nil {
+		t.Fatalf("the current copy: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := w.Guard(ctx, runAt("r", "11"), now); !apierrors.IsConflict(err) {
+		t.Errorf("while another holds the run: %v, want a Conflict", err)
+	}
+	release()
+	if r, ok := w.TryHold(client.ObjectKeyFromObject(runAt("r", "11"))); !ok {
+		t.Error("a refused Guard left the run held")
+	} else {
+		r()
+	}
+}
+
+// TestAWritersOwnCopyKeepsTheRecord: a controller that writes a run twice
+// in a row guards its second write with the copy its first stored; the
+// cache may still hold the copy before both, which must still lag.
+func TestAWritersOwnCopyKeepsTheRecord(t *testing.T) {
+	now := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	var w Written
+	w.Note(runAt("r", "11"), "10", now)
+	release, err := w.Guard(context.Background(), runAt("r", "11"), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Note(runAt("r", "12"), "11", now)
+	release()
+	if !w.Lags(runAt("r", "10"), now) {
+		t.Error("the copy before both writes is taken for current after the writer guarded its second write")
 	}
 }

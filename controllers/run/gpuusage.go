@@ -79,7 +79,9 @@ func (r *RunReconciler) reconcileGPUUsage(ctx context.Context, run *taugridv1.Ta
 		last = a.GPUUsage.ReadAt.Time
 	}
 	if rd, ok := shared.MemoOf(&r.usageReads).Get(key); ok && rd.attempt == n && rd.at.After(last) {
-		if a.GPUUsage == nil || rd.usage.ReadAt.After(a.GPUUsage.ReadAt.Time) {
+		// The API server keeps times to the second: a copy holding this
+		// reading shows its time a moment earlier than the record's.
+		if a.GPUUsage == nil || rd.usage.ReadAt.Unix() > a.GPUUsage.ReadAt.Unix() {
 			a.GPUUsage = rd.usage.DeepCopy()
 		}
 		last = rd.at

@@ -12,6 +12,7 @@ import (
 	"github.com/taugrid/taugrid/controllers/shared/sharedtest"
 	"github.com/taugrid/taugrid/render"
 	"github.com/taugrid/taugrid/test/builders"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // fakeUsage is the node agents: one report per node, and the questions
@@ -224,5 +225,37 @@ func TestAReadingIsNotTakenAgainForACopyWithoutIt(t *testing.T) {
 	}
 	if got := lastAttempt(t, w.run(t, "r1")).GPUUsage; got == nil || !sameReading(got, read) || !got.ReadAt.Equal(&read.ReadAt) {
 		t.Errorf("the run's reading after a copy without it: %+v, want %+v", got, read)
+	}
+}
+
+// TestACopyHoldingTheReadingToTheSecondIsNotWrittenAgain: the API server
+// keeps the reading's time to the second, so the copy that holds it shows
+// it a moment earlier than the reconciler's record; that copy is current,
+// and nothing is written (each look within the minute once sent a patch
+// that stored nothing).
+func TestACopyHoldingTheReadingToTheSecondIsNotWrittenAgain(t *testing.T) {
+	run := builders.MakeTauRun("r1", ns).UID("u1").Phase(taugridv1.PhaseRunning, "running").
+		Workload("Job", "r1-1", "team-a-runs").Attempt("r1-1", sharedtest.Now.Add(-time.Hour), time.Time{}, "").Obj()
+	pod := builders.MakeAttemptPod("r1-1-0", ns, "r1", 1).OnNode("n1").GPUs(1).Running().Obj()
+	w := newRunWorld(t, nil, run, job(builders.MakeJob("r1-1", ns).Unsuspended().Running()), workloadOf(true), pod, builders.MakeGPUNode("n1").Obj())
+	w.r.GPUUsage = &fakeUsage{reports: anHourAt(90)}
+	w.after(300 * time.Millisecond) // a reading taken within a second
+	if _, err := w.reconcile(t, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	stored := w.run(t, "r1")
+	// As the API server stores it: to the second.
+	u := lastAttempt(t, stored).GPUUsage
+	u.ReadAt = metav1.NewTime(u.ReadAt.Truncate(time.Second))
+	if err := w.c.Status().Update(context.Background(), stored); err != nil {
+		t.Fatal(err)
+	}
+	stored = w.run(t, "r1")
+	w.after(10 * time.Second)
+	if _, err := w.reconcile(t, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.run(t, "r1"); got.ResourceVersion != stored.ResourceVersion {
+		t.Errorf("a copy holding the reading to the second was written again (reading at %s)", lastAttempt(t, got).GPUUsage.ReadAt)
 	}
 }

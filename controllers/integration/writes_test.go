@@ -54,13 +54,7 @@ func TestAReconcileOnACopyOlderThanItsOwnWriteWaitsAndWritesNothing(t *testing.T
 // one the API server refused, 409, and for the forge no post either) and
 // no forge call; once the cache shows the write, each goes on.
 func TestNoControllerPatchesFromACopyAnotherControllersWriteReplaced(t *testing.T) {
-	f := newForgeFixture(t, "wshare", forge.GitHub, forgeToken)
-	written := &shared.Written{}
-	f.runRec.Written, f.r.Written = written, written
-	f.research.tag("run/shared")
-	f.poll(t)
-	created := f.runOf(t, "refs/tags/run/shared")
-	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(created)}
+	f, created, req := sharingOneRecord(t, "wshare", "run/shared")
 	if _, err := f.runRec.Reconcile(context.Background(), req); err != nil {
 		t.Fatal(err)
 	}
@@ -209,6 +203,20 @@ func TestAPollThatRequestsRunsSaysSoInOneEvent(t *testing.T) {
 	}
 }
 
+// sharingOneRecord is a forge fixture whose run and forge reconcilers
+// share one record of writes, as cmd/tau-controller's do, and the run a
+// pushed tag made, not yet reconciled.
+func sharingOneRecord(t *testing.T, prefix, tag string) (*forgeFixture, *taugridv1.TauRun, reconcile.Request) {
+	t.Helper()
+	f := newForgeFixture(t, prefix, forge.GitHub, forgeToken)
+	written := &shared.Written{}
+	f.runRec.Written, f.r.Written = written, written
+	f.research.tag(tag)
+	f.poll(t)
+	created := f.runOf(t, "refs/tags/"+tag)
+	return f, created, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(created)}
+}
+
 // blockingCreates holds each create of a Job until let go, saying when one
 // is held.
 type blockingCreates struct {
@@ -235,13 +243,7 @@ func (c *blockingCreates) Create(ctx context.Context, obj client.Object, opts ..
 // forge waits for the run reconciler to let the run go, finds its copy
 // replaced, and writes nothing; its next look posts the run's new state.
 func TestNoControllerWritesARunWhileTheRunReconcilerHoldsIt(t *testing.T) {
-	f := newForgeFixture(t, "whold", forge.GitHub, forgeToken)
-	written := &shared.Written{}
-	f.runRec.Written, f.r.Written = written, written
-	f.research.tag("run/held")
-	f.poll(t)
-	created := f.runOf(t, "refs/tags/run/held")
-	req := reconcile.Request{NamespacedName: client.ObjectKeyFromObject(created)}
+	f, created, req := sharingOneRecord(t, "whold", "run/held")
 
 	blocking := &blockingCreates{Client: f.runRec.Client, held: make(chan struct{}), go_: make(chan struct{})}
 	f.runRec.Client = blocking

@@ -213,7 +213,7 @@ func (r *ForgeReconciler) post(ctx context.Context, run *taugridv1.TauRun, poste
 	previous := run.Status.Forge.DeepCopy()
 	base := run.DeepCopy()
 	run.Status.Forge = forgeRecord(want, r.Clock.Now(), true)
-	if err := r.patchStatus(ctx, base, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+	if err := r.patchStatus(ctx, base, run, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}), true); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return errStale
 		}
@@ -248,7 +248,7 @@ func (r *ForgeReconciler) confirm(ctx context.Context, run *taugridv1.TauRun, re
 	if p.ID != 0 {
 		run.Status.Forge.CheckRunID = p.ID
 	}
-	return client.IgnoreNotFound(r.patchStatus(ctx, base, run, client.MergeFrom(base)))
+	return client.IgnoreNotFound(r.patchStatus(ctx, base, run, client.MergeFrom(base), false))
 }
 
 // restore puts back the record a refused post replaced. If that fails the
@@ -257,15 +257,25 @@ func (r *ForgeReconciler) confirm(ctx context.Context, run *taugridv1.TauRun, re
 func (r *ForgeReconciler) restore(ctx context.Context, run *taugridv1.TauRun, previous *taugridv1.ForgeStatus) error {
 	base := run.DeepCopy()
 	run.Status.Forge = previous
-	if err := r.patchStatus(ctx, base, run, client.MergeFrom(base)); err != nil {
+	if err := r.patchStatus(ctx, base, run, client.MergeFrom(base), false); err != nil {
 		return fmt.Errorf("restoring the record of the last post: %w", err)
 	}
 	return nil
 }
 
-// patchStatus writes run's status by patch p and records the write.
-func (r *ForgeReconciler) patchStatus(ctx context.Context, base, run *taugridv1.TauRun, p client.Patch) error {
-	release, err := shared.WrittenOf(&r.Written).Guard(ctx, run, r.Clock.Now())
+// patchStatus writes run's status by patch p and records the write,
+// holding the run (shared.Written): a locked patch is not sent from a
+// copy a write of this process replaced; an unlocked one (status.forge
+// alone, which only this reconciler writes) is sent whatever the copy.
+func (r *ForgeReconciler) patchStatus(ctx context.Context, base, run *taugridv1.TauRun, p client.Patch, locked bool) error {
+	written := shared.WrittenOf(&r.Written)
+	hold := written.HoldWrite
+	if locked {
+		hold = func(ctx context.Context, run client.Object) (func(), error) {
+			return written.Guard(ctx, run, r.Clock.Now())
+		}
+	}
+	release, err := hold(ctx, run)
 	if err != nil {
 		return err
 	}

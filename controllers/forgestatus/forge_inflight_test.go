@@ -184,3 +184,51 @@ func TestACachedPostInFlightAlreadyConfirmedCostsTheForgeNothing(t *testing.T) {
 		t.Errorf("the forge was read %d times and posted %v; want neither", w.srv.Reads(), w.posted())
 	}
 }
+
+// TestThePostsRecordIsWrittenThoughTheRunChangedDuringThePost: another
+// controller of the process writes the run while the post is on its way
+// to the forge. What the forge took is still recorded: that write is of
+// status.forge alone, which only this reconciler writes, so it needs no
+// current copy (a record left in flight would have the next look read the
+// forge and spend its budget). The other controller's write stays.
+func TestThePostsRecordIsWrittenThoughTheRunChangedDuringThePost(t *testing.T) {
+	w := newForgeWorld(t, nil, func(api string) []client.Object {
+		return []client.Object{forgeRepo(api, "forge").Obj(), queuedRun("").Obj()}
+	})
+	written := &shared.Written{}
+	changed := false
+	w.posters.HTTPClient = &http.Client{Transport: roundTrip(func(req *http.Request) (*http.Response, error) {
+		if req.Method == http.MethodPost && !changed {
+			changed = true // the run reconciler writes the run as the post goes out
+			run := w.run(t, "r")
+			replaced := run.ResourceVersion
+			run.Status.Message = "admitted to runs"
+			if err := w.c.Status().Update(req.Context(), run); err != nil {
+				return nil, err
+			}
+			written.Note(run, replaced, w.clock.Now())
+		}
+		return http.DefaultTransport.RoundTrip(req)
+	})}
+	r := &ForgeReconciler{Client: w.c, Clock: w.clock, Recorder: w.events, Posters: w.posters, Written: written}
+	if _, err := r.Reconcile(context.Background(), runR); err != nil {
+		t.Fatal(err)
+	}
+	if !changed {
+		t.Fatal("the run was not changed during the post")
+	}
+	got := w.run(t, "r")
+	if f := got.Status.Forge; f == nil || f.InFlight || f.Description != "queued in runs" {
+		t.Errorf("the post's record: %+v; want what the forge took, not in flight", f)
+	}
+	if got.Status.Message != "admitted to runs" {
+		t.Errorf("the other controller's write was undone: message %q", got.Status.Message)
+	}
+	if d := cmp.Diff([]string{"201 pending tau/default r: queued in runs"}, w.posted()); d != "" {
+		t.Errorf("posted (-want +got):\n%s", d)
+	}
+}
+
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }

@@ -198,6 +198,21 @@ func (w *Written) holdLocked(run types.NamespacedName) func() {
 // status patch (under a second on a busy API server).
 const MaxHoldWait = 10 * time.Second
 
+// HoldWrite holds run's status for a write that does not depend on the
+// copy it is computed from (a merge patch of a field only the caller
+// writes, with no lock), waiting up to MaxHoldWait for another writer; it
+// fails with a Conflict when the run stays held that long.
+func (w *Written) HoldWrite(ctx context.Context, run client.Object) (release func(), err error) {
+	hctx, cancel := context.WithTimeout(ctx, MaxHoldWait)
+	defer cancel()
+	release, err = w.Hold(hctx, client.ObjectKeyFromObject(run))
+	if err != nil {
+		return nil, apierrors.NewConflict(taugridv1.GroupVersion.WithResource("tauruns").GroupResource(), run.GetName(),
+			fmt.Errorf("another controller of this process is writing it: %w", err))
+	}
+	return release, nil
+}
+
 // Guard holds run's status for a write computed from the copy run, for a
 // controller whose copy was read before it held the run (the forge's, the
 // evidence's, the notifications'). It fails with a Conflict, as the API
@@ -205,12 +220,9 @@ const MaxHoldWait = 10 * time.Second
 // this process replaced (as Lags, the record kept), or when the run stays
 // held MaxHoldWait.
 func (w *Written) Guard(ctx context.Context, run client.Object, now time.Time) (release func(), err error) {
-	hctx, cancel := context.WithTimeout(ctx, MaxHoldWait)
-	defer cancel()
-	release, err = w.Hold(hctx, client.ObjectKeyFromObject(run))
+	release, err = w.HoldWrite(ctx, run)
 	if err != nil {
-		return nil, apierrors.NewConflict(taugridv1.GroupVersion.WithResource("tauruns").GroupResource(), run.GetName(),
-			fmt.Errorf("another controller of this process is writing it: %w", err))
+		return nil, err
 	}
 	if w.lags(run, now, false) {
 		release()

@@ -97,7 +97,7 @@ func agentPod(t *testing.T, ns, node string) string {
 	if err := k8s.Create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "kwok to run the node agent's pod", func() bool {
+	waitFor(t, 60*time.Second, "kwok to run the node agent's pod", func() bool {
 		_ = k8s.Get(ctx, client.ObjectKeyFromObject(pod), pod)
 		return pod.Status.Phase == corev1.PodRunning && pod.Status.PodIP != ""
 	})
@@ -154,7 +154,7 @@ func TestIdleGPUsAreCaughtAndABusyRunIsSummedUp(t *testing.T) {
 	if err := k8s.Create(context.Background(), decoy); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "kwok to run the tenant's pod", func() bool {
+	waitFor(t, 60*time.Second, "kwok to run the tenant's pod", func() bool {
 		_ = k8s.Get(context.Background(), client.ObjectKeyFromObject(decoy), decoy)
 		return decoy.Status.Phase == corev1.PodRunning && decoy.Status.PodIP != ""
 	})

@@ -79,9 +79,7 @@ func (r *RunReconciler) reconcileGPUUsage(ctx context.Context, run *taugridv1.Ta
 		last = a.GPUUsage.ReadAt.Time
 	}
 	if rd, ok := shared.MemoOf(&r.usageReads).Get(key); ok && rd.attempt == n && rd.at.After(last) {
-		// The API server keeps times to the second: a copy holding this
-		// reading shows its time a moment earlier than the record's.
-		if a.GPUUsage == nil || rd.usage.ReadAt.Unix() > a.GPUUsage.ReadAt.Unix() {
+		if a.GPUUsage == nil || rd.usage.ReadAt.After(a.GPUUsage.ReadAt.Time) {
 			a.GPUUsage = rd.usage.DeepCopy()
 		}
 		last = rd.at
@@ -288,7 +286,9 @@ func foldGPUUsage(prev *taugridv1.GPUUsage, rd usageReading, start, now time.Tim
 	if prev != nil {
 		u = prev.DeepCopy()
 	}
-	u.ReadAt, u.GPUs = metav1.NewTime(now), int32(rd.seen)
+	// To the second, as the API server keeps it: the copy that holds this
+	// record then equals the reconciler's memory of it (usageReads).
+	u.ReadAt, u.GPUs = metav1.NewTime(now.Truncate(time.Second)), int32(rd.seen)
 	u.UUIDs = mergeUUIDs(u.UUIDs, rd.uuids)
 	u.Unread = rd.unread[:min(len(rd.unread), maxUnreadNodes)]
 	if u.Series.StepMinutes == 0 {

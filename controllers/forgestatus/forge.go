@@ -269,13 +269,13 @@ func (r *ForgeReconciler) restore(ctx context.Context, run *taugridv1.TauRun, pr
 // alone, which only this reconciler writes) is sent whatever the copy.
 func (r *ForgeReconciler) patchStatus(ctx context.Context, base, run *taugridv1.TauRun, p client.Patch, locked bool) error {
 	written := shared.WrittenOf(&r.Written)
-	hold := written.HoldWrite
+	var release func()
+	var err error
 	if locked {
-		hold = func(ctx context.Context, run client.Object) (func(), error) {
-			return written.Guard(ctx, run, r.Clock.Now())
-		}
+		release, err = written.Guard(ctx, run, r.Clock.Now())
+	} else {
+		release, err = written.HoldWrite(ctx, run)
 	}
-	release, err := hold(ctx, run)
 	if err != nil {
 		return err
 	}

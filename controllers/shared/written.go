@@ -43,10 +43,10 @@ const maxReplaced = 8
 // a new run was one (the forge recording the post of its first state while
 // the run reconciler created the run's Job): the run's write refused, then
 // its Job and NetworkPolicy created again and refused as they existed.
-// So each writer also holds the run while it writes (Hold, Guard): the
-// run reconciler from its read to its patch, the others, whose copies are
-// older than their writes, for the check that their copy is current and
-// the patch.
+// So each writer also holds the run while it writes (TryHold, Guard,
+// HoldWrite): the run reconciler from its read to its patch, the others,
+// whose copies are older than their writes, for the check that their copy
+// is current and the patch.
 type Written struct {
 	mu    sync.Mutex
 	runs  map[types.NamespacedName]*written

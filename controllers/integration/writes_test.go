@@ -217,18 +217,18 @@ func sharingOneRecord(t *testing.T, prefix, tag string) (*forgeFixture, *taugrid
 	return f, created, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(created)}
 }
 
-// blockingCreates holds each create of a Job until let go, saying when one
-// is held.
+// blockingCreates holds each create of a Job until released is closed,
+// saying on held when one is held.
 type blockingCreates struct {
 	client.Client
-	held chan struct{}
-	go_  chan struct{}
+	held     chan struct{}
+	released chan struct{}
 }
 
 func (c *blockingCreates) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
 	if _, ok := obj.(*batchv1.Job); ok {
 		c.held <- struct{}{}
-		<-c.go_
+		<-c.released
 	}
 	return c.Client.Create(ctx, obj, opts...)
 }
@@ -245,7 +245,7 @@ func (c *blockingCreates) Create(ctx context.Context, obj client.Object, opts ..
 func TestNoControllerWritesARunWhileTheRunReconcilerHoldsIt(t *testing.T) {
 	f, created, req := sharingOneRecord(t, "whold", "run/held")
 
-	blocking := &blockingCreates{Client: f.runRec.Client, held: make(chan struct{}), go_: make(chan struct{})}
+	blocking := &blockingCreates{Client: f.runRec.Client, held: make(chan struct{}), released: make(chan struct{})}
 	f.runRec.Client = blocking
 	ran := make(chan error, 1)
 	go func() {
@@ -275,7 +275,7 @@ func TestNoControllerWritesARunWhileTheRunReconcilerHoldsIt(t *testing.T) {
 	if n := counted.patches.Load(); n != 0 {
 		t.Fatalf("the forge wrote the run %d times while the run reconciler held it", n)
 	}
-	close(blocking.go_)
+	close(blocking.released)
 	if err := <-ran; err != nil {
 		t.Fatal(err)
 	}

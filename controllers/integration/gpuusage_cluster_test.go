@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/yaml"
@@ -158,6 +159,15 @@ func TestIdleGPUsAreCaughtAndABusyRunIsSummedUp(t *testing.T) {
 		_ = k8s.Get(context.Background(), client.ObjectKeyFromObject(decoy), decoy)
 		return decoy.Status.Phase == corev1.PodRunning && decoy.Status.PodIP != ""
 	})
+	// kwok serves its pods' logs as a kubelet does: through the API
+	// server's pods/log, as the sealer reads them.
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if log, err := cs.CoreV1().Pods(f.ns).GetLogs(decoy.Name, &corev1.PodLogOptions{Container: "c", TailLines: ptr.To[int64](1)}).DoRaw(context.Background()); err != nil || string(log) != "done\n" {
+		t.Errorf("the last line of the pod's log, read through the API server: %q, %v; want kwok's %q", log, err, "done\n")
+	}
 	f.runRec.GPUUsage = &runctrl.NodeAgents{Reader: k8s, Namespace: "gu1-system", HTTP: hc}
 	recorder := events.NewFakeRecorder(100)
 	f.runRec.Recorder = recorder

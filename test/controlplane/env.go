@@ -196,12 +196,15 @@ func (e *Env) startAPIServer(binDir string) error {
 	if err != nil {
 		return err
 	}
+	apiServer := &envtest.APIServer{Path: api.path, Out: api.log, Err: api.log, CertDir: filepath.Join(e.dir, "apiserver")}
+	// As kubeadm sets it: a node's kubelet is reached at its InternalIP
+	// (kwok's nodes also report a Hostname nothing resolves).
+	apiServer.Configure().Set("kubelet-preferred-address-types", "InternalIP,ExternalIP,Hostname")
 	e.testEnv = &envtest.Environment{
 		ControlPlane: envtest.ControlPlane{
 			Etcd: &envtest.Etcd{Path: etcd.path, Out: etcd.log, Err: etcd.log,
 				DataDir: filepath.Join(e.dir, "etcd")},
-			APIServer: &envtest.APIServer{Path: api.path, Out: api.log, Err: api.log,
-				CertDir: filepath.Join(e.dir, "apiserver")},
+			APIServer: apiServer,
 		},
 		Scheme:                   e.Scheme,
 		UseExistingCluster:       ptr.To(false),

@@ -5,14 +5,18 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	certutil "k8s.io/client-go/util/cert"
 )
 
 // kwokStages is how kwok plays the kubelet of the test cluster's nodes.
@@ -38,8 +42,12 @@ const kcmControllers = "job-controller,garbage-collector-controller,ttl-after-fi
 // kwok as the kubelet of fake nodes. Pods run only where the scheduler put
 // them, so a pod no node fits stays Pending with the scheduler's reason.
 func (e *Env) startNodes(ctx context.Context, binDir string) error {
+	serving, err := e.writeKwokServing()
+	if err != nil {
+		return err
+	}
 	stages := filepath.Join(e.dir, "kwok-stages.yaml")
-	if err := os.WriteFile(stages, kwokStages, 0o644); err != nil {
+	if err := os.WriteFile(stages, append(slices.Clip(kwokStages), serving.clusterLogs()...), 0o644); err != nil {
 		return err
 	}
 	var wg sync.WaitGroup
@@ -61,12 +69,66 @@ func (e *Env) startNodes(ctx context.Context, binDir string) error {
 		errs[2] = e.runOnFreePort(ctx, BinKwok, filepath.Join(binDir, BinKwok), func(port int) ([]string, string) {
 			return []string{"--kubeconfig=" + e.Kubeconfig, "--config=" + stages,
 				"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=" + kwokNodeAnnotation + "=fake",
-				fmt.Sprintf("--server-address=127.0.0.1:%d", port), "--node-ip=10.0.0.1", fmt.Sprintf("--node-lease-duration-seconds=%d", int(e.nodeLease().Seconds())),
-			}, fmt.Sprintf("http://127.0.0.1:%d/healthz", port)
+				fmt.Sprintf("--server-address=127.0.0.1:%d", port), "--node-ip=127.0.0.1", fmt.Sprintf("--node-port=%d", port),
+				"--tls-cert-file=" + serving.cert, "--tls-private-key-file=" + serving.key,
+				fmt.Sprintf("--node-lease-duration-seconds=%d", int(e.nodeLease().Seconds())),
+			}, fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
 		})
 	})
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// kwokServing is what kwok needs to serve its nodes' kubelet API as a
+// kubelet does: the API server's pods/log reaches it at the nodes'
+// InternalIP and kubelet port (kwok's own address), over TLS, and it
+// answers with a container log for every pod. Without it a log read went
+// to an address nothing listens on and came back refused (500) after
+// 1.45 s, which no cluster's kubelet does, and throttled every reader of
+// logs at scale (hack/scale: the sealer, waiting on 2 such reads a run).
+type kwokServing struct {
+	cert, key string // the server's certificate, self-signed for 127.0.0.1
+	log       string // the container log every pod's containers show, in the CRI's log format
+}
+
+// kwokLog is what every container kwok plays shows as its log.
+var kwokLog = []string{
+	"starting on a node kwok plays: no process runs here",
+	"the pod's phases are kwok's stages (test/controlplane/kwok/stages.yaml)",
+	"done",
+}
+
+// writeKwokServing writes kwok's serving certificate and key and the
+// containers' log into the control plane's directory.
+func (e *Env) writeKwokServing() (kwokServing, error) {
+	s := kwokServing{cert: filepath.Join(e.dir, "kwok-serving.crt"), key: filepath.Join(e.dir, "kwok-serving.key"),
+		log: filepath.Join(e.dir, "kwok-container.log")}
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("127.0.0.1", []net.IP{net.IPv4(127, 0, 0, 1)}, nil)
+	if err != nil {
+		return s, fmt.Errorf("kwok's serving certificate: %w", err)
+	}
+	// A fixed time: the log's lines are the same on any date.
+	var log strings.Builder
+	for _, line := range kwokLog {
+		fmt.Fprintf(&log, "2026-01-01T00:00:00.000000000Z stdout F %s\n", line)
+	}
+	return s, errors.Join(os.WriteFile(s.cert, certPEM, 0o600), os.WriteFile(s.key, keyPEM, 0o600),
+		os.WriteFile(s.log, []byte(log.String()), 0o644))
+}
+
+// clusterLogs is the kwok configuration document that serves s.log as
+// every container's log, appended to the stages.
+func (s kwokServing) clusterLogs() []byte {
+	return fmt.Appendf(nil, `---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: ClusterLogs
+metadata:
+  name: every-container
+spec:
+  logs:
+  - logsFile: %q
+    previousLogsFile: %q
+`, s.log, s.log)
 }
 
 // nodeLease is Options.NodeLease, or the kubelet's 40 s.

@@ -1192,12 +1192,14 @@ func (r *RunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// wake it for nothing. A resume request is an annotation.
 		For(&taugridv1.TauRun{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, SealedNow()))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.Workers, DefaultRunWorkers)}).
-		Watches(&batchv1.Job{}, ownedByRun).
+		// Of a Job, a Workload or a pod, an update wakes the run only if it
+		// changed something the run reads (ChangesWhatARunReads).
+		Watches(&batchv1.Job{}, ownedByRun, builder.WithPredicates(ChangesWhatARunReads())).
 		Watches(&rayv1.RayJob{}, ownedByRun).
-		Watches(&kueue.Workload{}, observed(handler.EnqueueRequestsFromMapFunc(workloadToRun))).
+		Watches(&kueue.Workload{}, observed(handler.EnqueueRequestsFromMapFunc(workloadToRun)), builder.WithPredicates(ChangesWhatARunReads())).
 		// Phases come from the pods: a pod scheduled, pulling, running or
 		// stuck changes what the run says within a reconcile.
-		Watches(&corev1.Pod{}, observed(handler.EnqueueRequestsFromMapFunc(podToRun))).
+		Watches(&corev1.Pod{}, observed(handler.EnqueueRequestsFromMapFunc(podToRun)), builder.WithPredicates(ChangesWhatARunReads())).
 		Complete(r)
 }
 

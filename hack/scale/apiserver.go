@@ -32,10 +32,18 @@ type cluster struct {
 type apiRequests struct {
 	at    time.Time
 	count map[string]float64
+	// listed is what the API server's lists read, by where from and
+	// resource ("etcd events", "cache pods"): the objects read and those
+	// returned. A list the watch cache cannot serve reads every object
+	// under its prefix from etcd, whatever its selector returns (Events
+	// have no watch cache in kube-apiserver by default).
+	listed map[string]listedObjects
 }
 
+type listedObjects struct{ lists, read, returned float64 }
+
 func (c *cluster) requests(ctx context.Context) (apiRequests, error) {
-	r := apiRequests{at: time.Now(), count: map[string]float64{}}
+	r := apiRequests{at: time.Now(), count: map[string]float64{}, listed: map[string]listedObjects{}}
 	body, err := c.kube.RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 	if err != nil {
 		return r, err
@@ -52,7 +60,50 @@ func (c *cluster) requests(ctx context.Context) (apiRequests, error) {
 		}
 		r.count[l["verb"]+" "+res] += m.GetCounter().GetValue()
 	}
+	for _, from := range []struct{ where, prefix, label string }{
+		{"etcd", "apiserver_storage_list_", "resource"},
+		{"cache", "apiserver_cache_list_", "resource_prefix"},
+	} {
+		for _, part := range []string{"total", "fetched_objects_total", "returned_objects_total"} {
+			for _, m := range mfs[from.prefix+part].GetMetric() {
+				res := strings.TrimPrefix(labelsOf(m)[from.label], "/")
+				key := from.where + " " + res
+				o := r.listed[key]
+				switch part {
+				case "total":
+					o.lists += m.GetCounter().GetValue()
+				case "fetched_objects_total":
+					o.read += m.GetCounter().GetValue()
+				default:
+					o.returned += m.GetCounter().GetValue()
+				}
+				r.listed[key] = o
+			}
+		}
+	}
 	return r, nil
+}
+
+// listCost is what the API server's lists read since prev, the most read
+// first, for instance "etcd events: 10.2 lists a second read 31,200
+// objects and returned 95".
+func listCost(prev, cur apiRequests, secs float64, top int) string {
+	read := map[string]float64{}
+	for k, o := range cur.listed {
+		if d := o.read - prev.listed[k].read; d > 0 {
+			read[k] = d
+		}
+	}
+	var parts []string
+	for _, it := range largestFirst(read)[:min(top, len(read))] {
+		o, p := cur.listed[it.key], prev.listed[it.key]
+		parts = append(parts, fmt.Sprintf("%s: %.1f lists a second read %.0f objects and returned %.0f",
+			it.key, (o.lists-p.lists)/secs, it.v/secs, (o.returned-p.returned)/secs))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, "; ")
 }
 
 // mix is the request rate since the previous call and its largest items,
@@ -82,7 +133,7 @@ func (c *cluster) mix(ctx context.Context, top int) (string, float64, error) {
 	for _, it := range items[:min(top, len(items))] {
 		parts = append(parts, fmt.Sprintf("%s %.1f", it.key, it.v))
 	}
-	return fmt.Sprintf("%.0f/s: %s", total, strings.Join(parts, ", ")), total * secs, nil
+	return fmt.Sprintf("%.0f/s: %s; lists by what they read: %s", total, strings.Join(parts, ", "), listCost(prev, cur, secs, 3)), total * secs, nil
 }
 
 // unready counts the nodes whose Ready condition is not True, and those the

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -115,6 +116,21 @@ func byLabel(mf *dto.MetricFamily, label string) map[string]float64 {
 		}
 	}
 	return by
+}
+
+// perRunByController is each controller's reconciles since base per run
+// ended, the most first: what wakes a run costs the controller's CPU and
+// its workers' time, even when the reconcile writes nothing.
+func perRunByController(base, cur counters, n float64) string {
+	var by []string
+	for _, name := range slices.SortedFunc(maps.Keys(cur.reconciles), func(a, b string) int {
+		return cmp.Compare(cur.reconciles[b]-base.reconciles[b], cur.reconciles[a]-base.reconciles[a])
+	}) {
+		if d := cur.reconciles[name] - base.reconciles[name]; d > 0 {
+			by = append(by, fmt.Sprintf("%s %.1f", name, d/n))
+		}
+	}
+	return strings.Join(by, ", ")
 }
 
 // runController is the run reconciler's controller and work queue name.
@@ -233,7 +249,9 @@ func (h *harness) checkpoint(w io.Writer, base, prev, cur counters) {
 		(cur.gitList-prev.gitList)/mins, (cur.gitFetch-prev.gitFetch)/mins)
 	h.logf("TauRun writes per run, the %d ended since the previous row: %s; controller requests refused for a stale copy (409) since the first request: %.2f per run ended (%s)",
 		len(names), h.rec.writesOf(names), (cur.conflicts-base.conflicts)/n, refusedByWhat(base, cur, n))
+	h.logf("the most written of them: %s", h.rec.mostWritten(names))
 	h.logf("controller requests per run ended since the first request, by what (watches left out): %s", perRunByWhat(base, cur, n))
+	h.logf("reconciles per run ended since the first request, by controller: %s", perRunByController(base, cur, n))
 	h.logf("Kueue, the %d ended since the previous row: each Job started %s (p50 / p99) after its Workload's admission; each Workload Finished %s after its Job's end",
 		len(names), fmtPct(l.kueueStart), fmtPct(l.kueueFinish))
 	for _, lag := range []struct {

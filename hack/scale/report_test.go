@@ -62,3 +62,21 @@ func TestTheControllersRequestsArePerRunEndedByWhatTheyAreWithoutWatches(t *test
 		t.Errorf("without the metric: %q", got)
 	}
 }
+
+// A list etcd serves reads every object under its prefix, whatever its
+// selector returns; the report says so, the most read first.
+func TestListsAreReportedByWhatTheyRead(t *testing.T) {
+	prev := apiRequests{listed: map[string]listedObjects{"etcd events": {lists: 10, read: 1000, returned: 10}}}
+	cur := apiRequests{listed: map[string]listedObjects{
+		"etcd events": {lists: 30, read: 81000, returned: 50},
+		"cache pods":  {lists: 20, read: 400, returned: 40},
+		"cache nodes": {lists: 0, read: 0, returned: 0},
+	}}
+	want := "etcd events: 1.0 lists a second read 4000 objects and returned 2; cache pods: 1.0 lists a second read 20 objects and returned 2"
+	if got := listCost(prev, cur, 20, 3); got != want {
+		t.Errorf("listCost:\n got %s\nwant %s", got, want)
+	}
+	if got := listCost(cur, cur, 20, 3); got != "none" {
+		t.Errorf("no list since the last sample: %q, want none", got)
+	}
+}

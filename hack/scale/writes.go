@@ -59,7 +59,11 @@ type writeLog struct {
 	writes  int
 	byPhase map[string]int // phase -> writes that left the run in it
 	by      map[string]int // "phase part" -> those of them that changed the part
+	trail   []string       // each write: the phase it left, the parts it changed and the message (the first maxTrail)
 }
+
+// maxTrail is how many of a run's writes its trail keeps.
+const maxTrail = 16
 
 func fingerprint(v any) uint64 {
 	b, _ := json.Marshal(v)
@@ -87,10 +91,15 @@ func (w *writeLog) note(tr *taugridv1.TauRun) {
 		}
 		phase := cmp.Or(string(tr.Status.Phase), "(none)")
 		w.byPhase[phase]++
+		var changed []string
 		for i, p := range statusParts {
 			if prints[i] != w.prints[i] {
 				w.by[phase+" "+p.name]++
+				changed = append(changed, p.name)
 			}
+		}
+		if len(w.trail) < maxTrail {
+			w.trail = append(w.trail, fmt.Sprintf("%s [%s] %q", phase, strings.Join(changed, " "), tr.Status.Message))
 		}
 	}
 	w.rv, w.prints = tr.ResourceVersion, prints
@@ -136,4 +145,23 @@ func (r *recorder) writesOf(names []string) string {
 		out = append(out, fmt.Sprintf("%s %.1f (%s)", phase, float64(phases[phase])/n, strings.Join(each, ", ")))
 	}
 	return fmt.Sprintf("%.1f: %s", float64(total)/n, strings.Join(out, "; "))
+}
+
+// mostWritten is the trail of the most written of the named runs: what a
+// run's writes said, in order, for instance "r (9 writes): Queued
+// [phase message] "waiting for Kueue to see the workload"; ...".
+func (r *recorder) mostWritten(names []string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	best := ""
+	for _, n := range names {
+		if best == "" || r.runs[n].writes.writes > r.runs[best].writes.writes {
+			best = n
+		}
+	}
+	if best == "" {
+		return "-"
+	}
+	w := &r.runs[best].writes
+	return fmt.Sprintf("%s (%d writes): %s", best, w.writes, strings.Join(w.trail, "; "))
 }

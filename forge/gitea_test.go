@@ -82,19 +82,14 @@ func pushBranch(t *testing.T, ctx context.Context, g *controlplane.Gitea, repo, 
 	git("checkout", "-q", "-b", branch)
 	git("commit", "-q", "--allow-empty", "-m", "change quotas")
 	git("push", "-q", g.PushURL(repo), branch)
-	// Gitea records pushed branches from its hooks' queue, a moment after
-	// the push returns: a pull request asked for before then finds no
-	// head (404).
-	deadline := time.Now().Add(30 * time.Second)
-	for _, b := range []string{"main", branch} {
-		for g.API(ctx, http.MethodGet, "repos/"+repo+"/branches/"+b, nil, nil) != nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("Gitea shows no branch %s of %s 30 s after the push", b, repo)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+	head := git("rev-parse", "HEAD")
+	if err := g.WaitForBranch(ctx, repo, "main", ""); err != nil {
+		t.Fatal(err)
 	}
-	return git("rev-parse", "HEAD")
+	if err := g.WaitForBranch(ctx, repo, branch, head); err != nil {
+		t.Fatal(err)
+	}
+	return head
 }
 
 func TestUpsertCommentAndOpenPullRequestsOnARealGitea(t *testing.T) {

@@ -75,9 +75,17 @@ func (f *platformOnGitea) branch(branch, msg string) string {
 	return r.git("-C", r.work, "rev-parse", "HEAD")
 }
 
-// openPull opens a pull request of branch into main; it returns its number.
+// openPull opens a pull request of branch into main, once Gitea shows
+// the branch at the working copy's head; it returns its number.
 func (f *platformOnGitea) openPull(t *testing.T, branch, title, body string) int {
 	t.Helper()
+	head := f.plat.repo.git("-C", f.plat.repo.work, "rev-parse", branch)
+	if err := f.gitea.WaitForBranch(context.Background(), f.name, "main", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.gitea.WaitForBranch(context.Background(), f.name, branch, head); err != nil {
+		t.Fatal(err)
+	}
 	var pr struct {
 		Number int `json:"number"`
 	}

@@ -288,6 +288,35 @@ func (g *Gitea) CreateHook(ctx context.Context, repo, target, secret string) err
 	}, nil)
 }
 
+// WaitForBranch waits up to 30 s until Gitea shows branch of repo
+// (owner/name) at commit, or at any commit when commit is "". Gitea
+// records a push from its hooks' queue a moment after the push returns: a
+// pull request opened before then finds no head (404), or the branch's
+// previous one.
+func (g *Gitea) WaitForBranch(ctx context.Context, repo, branch, commit string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		var b struct {
+			Commit struct {
+				ID string `json:"id"`
+			} `json:"commit"`
+		}
+		err := g.API(ctx, http.MethodGet, "repos/"+repo+"/branches/"+branch, nil, &b)
+		if err == nil && (commit == "" || b.Commit.ID == commit) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				err = fmt.Errorf("at %s", b.Commit.ID)
+			}
+			return fmt.Errorf("gitea: branch %s of %s not at %q 30 s after the push: %w", branch, repo, commit, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // API calls Gitea's REST API (path relative to /api/v1/) as the admin,
 // sending body as JSON when not nil and decoding the answer into out.
 func (g *Gitea) API(ctx context.Context, method, path string, body, out any) error {

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"io"
-	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -122,15 +121,7 @@ func byLabel(mf *dto.MetricFamily, label string) map[string]float64 {
 // ended, the most first: what wakes a run costs the controller's CPU and
 // its workers' time, even when the reconcile writes nothing.
 func perRunByController(base, cur counters, n float64) string {
-	var by []string
-	for _, name := range slices.SortedFunc(maps.Keys(cur.reconciles), func(a, b string) int {
-		return cmp.Compare(cur.reconciles[b]-base.reconciles[b], cur.reconciles[a]-base.reconciles[a])
-	}) {
-		if d := cur.reconciles[name] - base.reconciles[name]; d > 0 {
-			by = append(by, fmt.Sprintf("%s %.1f", name, d/n))
-		}
-	}
-	return strings.Join(by, ", ")
+	return cmp.Or(perRun(base.reconciles, cur.reconciles, n), "none")
 }
 
 // runController is the run reconciler's controller and work queue name.

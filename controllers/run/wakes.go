@@ -6,6 +6,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -49,7 +50,7 @@ func sameForTheRun(old, cur client.Object) bool {
 // reads; j is the cache's and is not changed.
 func jobAsRead(j *batchv1.Job) batchv1.Job {
 	c := *j
-	c.ResourceVersion, c.ManagedFields, c.Finalizers = "", nil, nil
+	c.ObjectMeta = metaAsRead(j.ObjectMeta)
 	var verdicts []batchv1.JobCondition
 	for _, cond := range j.Status.Conditions {
 		if cond.Type == batchv1.JobComplete || cond.Type == batchv1.JobFailed {
@@ -62,12 +63,19 @@ func jobAsRead(j *batchv1.Job) batchv1.Job {
 
 func workloadAsRead(w *kueue.Workload) kueue.Workload {
 	c := *w
-	c.ResourceVersion, c.ManagedFields, c.Finalizers = "", nil, nil
+	c.ObjectMeta = metaAsRead(w.ObjectMeta)
 	return c
 }
 
 func podAsRead(p *corev1.Pod) corev1.Pod {
 	c := *p
-	c.ResourceVersion, c.ManagedFields, c.Finalizers = "", nil, nil
+	c.ObjectMeta = metaAsRead(p.ObjectMeta)
 	return c
+}
+
+// metaAsRead is m without its resourceVersion and finalizers. (The cache
+// keeps no managed fields: shared.CacheTransform.)
+func metaAsRead(m metav1.ObjectMeta) metav1.ObjectMeta {
+	m.ResourceVersion, m.Finalizers = "", nil
+	return m
 }

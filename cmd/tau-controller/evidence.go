@@ -77,8 +77,15 @@ func setupEvidence(mgr manager.Manager, cfg *rest.Config, git *gitsource.Client,
 		return nil, nil, err
 	}
 	keys := attestationKeys(direct, o)
+	book, err := sealing.NewEventBook(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := mgr.Add(book); err != nil {
+		return nil, nil, err
+	}
 	c := mgr.GetClient()
-	rec := &sealing.EvidenceRecorder{Client: c, APIReader: mgr.GetAPIReader(), Logs: runs.PodLogs{Pods: cs.CoreV1()},
+	rec := &sealing.EvidenceRecorder{Client: c, APIReader: mgr.GetAPIReader(), Events: book, Logs: runs.PodLogs{Pods: cs.CoreV1()},
 		Files: &policy.GitFiles{Client: c, Git: git}, Policies: policies, Attestations: keys,
 		Sources: sources, Store: store, Clock: clock.RealClock{}, Recorder: mgr.GetEventRecorder("tau-evidence"), Metrics: metrics}
 	if retention != (evidence.Retention{}) {

@@ -112,22 +112,22 @@ func (a *apiRequests) counts(t *testing.T) (n, conflict map[string]int) {
 // server, one pod list a reading (this budget did not count it until the
 // GPUs were read here too, 2026-12-06: 17 before, the same life).
 //
-// What one run's life sends today (2026-12-06): 15 for the run itself,
+// What one run's life sends today (2026-12-06): 14 for the run itself,
 // the TauRun created and its status written 5 times (Queued, Admitted,
 // Running, Succeeded, sealed), its Job and NetworkPolicy created, 2
 // Events (the submission, the end), the admission check's read of the Job
 // (whole, from the API server: it judges what Kueue is about to admit)
 // and patch of the Workload's status, the one GPU reading's pod list (its
-// node's agent), the pod's log and the sealer's one list of the
-// namespace's events; and 3 for the poll that found it, not
+// node's agent) and the pod's log; and 3 for the poll that found it, not
 // per run: the repository's nudge and status, the poll's one RunRequested
 // Event. What the manager writes once at its start (the AdmissionCheck's
 // and the platform's status) is not counted. 26 before Admitted, Running
 // and Sealed stopped being Events and the sealer read the Job from the
 // cache; 22 (start-up writes counted, by a race) before the sealer read
-// the events in one list, not one per object.
+// the events in one list, not one per object; 18 before it read them
+// from its book of the cluster's events (sealing.EventBook), not a list.
 const (
-	runRequestBudget = 18
+	runRequestBudget = 17
 	runWriteBudget   = 6 // the TauRun's creation and its status writes
 )
 
@@ -196,7 +196,7 @@ func TestOneRunsWholeLifeStaysWithinItsAPIRequestBudget(t *testing.T) {
 		// the count is the writes a run's life must send; the pacing
 		// itself is controllers/run's detail tests'.
 		c.run.DetailInterval = time.Hour
-		c.sealer = newSealer(mgr, c.run, st, mgr.GetEventRecorder("tau-evidence"))
+		c.sealer = newSealer(t, mgr, c.run, st, mgr.GetEventRecorder("tau-evidence"))
 		// The running attempt's GPUs read, its node's agent looked for in
 		// the API server (there is none here: the reading says so).
 		c.run.GPUUsage = &runctrl.NodeAgents{Reader: mgr.GetAPIReader(), Namespace: "bud-agents"}

@@ -81,7 +81,7 @@ func newEvidenceFixture(t *testing.T, prefix string) *evidenceFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &sealing.EvidenceRecorder{Client: k8s, APIReader: k8s, Logs: runs.PodLogs{Pods: cs.CoreV1()}, Files: f.runRec.Files,
+	rec := &sealing.EvidenceRecorder{Client: k8s, APIReader: k8s, Events: startEventBook(t), Logs: runs.PodLogs{Pods: cs.CoreV1()}, Files: f.runRec.Files,
 		Policies: f.runRec.Policies.(*policy.PolicyStore), Sources: &server.Sources{BaseURL: "http://tau-controller:9090", FetchImage: "tau:v1"},
 		Store: st, Clock: f.runRec.Clock, Recorder: events.NewFakeRecorder(100),
 		Attestations: &sealing.AttestationKeys{Client: k8s, Namespace: f.ns, Name: attestationKeySecret}}
@@ -94,6 +94,22 @@ func newEvidenceFixture(t *testing.T, prefix string) *evidenceFixture {
 	f.research.edit("tau.yaml", "    PYTHONUNBUFFERED: \"1\"\n", "    PYTHONUNBUFFERED: \"1\"\n  env_secret:\n    HF_TOKEN: \"hf:token\"\n")
 	f.research.commit("read the Hugging Face token from a Secret")
 	return &evidenceFixture{runFixture: f, store: st, recorder: rec, kubelet: evidenceKubelet(t, prefix+"-gpu-1")}
+}
+
+// startEventBook watches the control plane's events into a book, from
+// which the sealer reads them as cmd/tau-controller's does, until the test
+// ends.
+func startEventBook(t *testing.T) *sealing.EventBook {
+	t.Helper()
+	book, err := sealing.NewEventBook(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = book.Start(ctx) }()
+	waitFor(t, 30*time.Second, "the event book to list the cluster's events", book.Synced)
+	return book
 }
 
 // startedPod records the attempt's pod on the fake kubelet's node, its

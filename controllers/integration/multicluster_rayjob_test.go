@@ -48,7 +48,7 @@ func TestARayRunDispatchedThroughTheFleetRunsOnTheWorkerAndSucceeds(t *testing.T
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := startManagerWith(t, withEvidence(st))
+	m := startManagerWith(t, withEvidence(t, st))
 	defer m.stop()
 
 	f.research.runRef("ray", "target: ray\n")

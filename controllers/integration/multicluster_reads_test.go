@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -142,19 +143,28 @@ func failPodOn(t *testing.T, w client.Client, p *corev1.Pod, code int32, msg str
 
 // withEvidence seals evidence into st, reading dispatched attempts from
 // their workers as cmd/tau-controller does.
-func withEvidence(st evidence.Store) func(ctrl.Manager, *controllers) {
+func withEvidence(t *testing.T, st evidence.Store) func(ctrl.Manager, *controllers) {
 	return func(mgr ctrl.Manager, c *controllers) {
 		withWorkers(mgr, c)
-		c.sealer = newSealer(mgr, c.run, st, events.NewFakeRecorder(100))
+		c.sealer = newSealer(t, mgr, c.run, st, events.NewFakeRecorder(100))
 	}
 }
 
 // newSealer is the evidence controller of a test manager, as
-// cmd/tau-controller makes it beside run reconciler r: it seals into st
-// and records its events with rec; r links the evidence pages.
-func newSealer(mgr ctrl.Manager, r *runctrl.RunReconciler, st evidence.Store, rec events.EventRecorder) *sealing.EvidenceRecorder {
+// cmd/tau-controller makes it beside run reconciler r: it seals into st,
+// reads a local attempt's events from its book of the cluster's events
+// and records its own with rec; r links the evidence pages.
+func newSealer(t *testing.T, mgr ctrl.Manager, r *runctrl.RunReconciler, st evidence.Store, rec events.EventRecorder) *sealing.EvidenceRecorder {
+	t.Helper()
 	r.Evidence = &evidence.Page{}
-	return &sealing.EvidenceRecorder{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
+	book, err := sealing.NewEventBook(mgr.GetConfig())
+	if err == nil {
+		err = mgr.Add(book)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &sealing.EvidenceRecorder{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: book,
 		Logs:  runs.PodLogs{Pods: kubernetes.NewForConfigOrDie(mgr.GetConfig()).CoreV1()},
 		Files: r.Files, Policies: r.Policies.(*policy.PolicyStore), Store: st, Clock: r.Clock, Recorder: rec,
 		Clusters: r.Clusters, Attestations: &sealing.AttestationKeys{Client: k8s, Namespace: metav1.NamespaceDefault, Name: attestationKeySecret}}
@@ -201,7 +211,7 @@ func TestADispatchedRunsClassAndEvidenceAreReadFromItsWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := startManagerWith(t, withEvidence(st))
+	m := startManagerWith(t, withEvidence(t, st))
 	defer m.stop()
 
 	f.research.runRef("gpu", "target: default\n")
@@ -221,8 +231,11 @@ func TestADispatchedRunsClassAndEvidenceAreReadFromItsWorker(t *testing.T) {
 	})
 	kubelet.Write(f.ns, pod.Name, pod.Spec.Containers[0].Name, "step 1\nHF_TOKEN="+workerHFToken+" and "+hfToken+"\nCUDA error: an illegal memory access was encountered\n")
 	startPodOn(t, large, pod)
-	waitFor(t, 60*time.Second, "the run to run, as its pod on the worker shows", func() bool {
+	waitForSaying(t, 60*time.Second, "the run to run, as its pod on the worker shows", func() bool {
 		return getRun(t, f.ns, run.Name).Status.Phase == taugridv1.PhaseRunning
+	}, func() string {
+		r := getRun(t, f.ns, run.Name)
+		return fmt.Sprintf("%s: %s", r.Status.Phase, r.Status.Message)
 	})
 	time.Sleep(1100 * time.Millisecond) // conditions keep whole seconds: the fault comes after the start
 	setGPUHealth(t, large, kubelet.Node, corev1.ConditionFalse, "Xid 79: GPU has fallen off the bus")

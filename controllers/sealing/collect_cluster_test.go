@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	"github.com/taugrid/taugrid/evidence"
 	"github.com/taugrid/taugrid/test/builders"
 	batchv1 "k8s.io/api/batch/v1"
@@ -221,6 +222,49 @@ func TestANamespacesEventsArePagedUnlessOneListPerObjectIsFewer(t *testing.T) {
 			got = append(got, e.Object+" "+e.Reason)
 		}
 		if d := cmp.Diff([]string{"Pod/r-1-xyz12 Started", "TauRun/r Succeeded"}, got); d != "" {
+			t.Errorf("%s: events (-want +got):\n%s", name, d)
+		}
+		if counted.n != tc.lists {
+			t.Errorf("%s: %d event lists, want %d", name, counted.n, tc.lists)
+		}
+	}
+}
+
+// A seal reads its events from the book once the book has listed the
+// cluster's, and sends no list; before that, it lists them as without one.
+func TestASealReadsItsEventsFromTheBookOnceItHasListedThem(t *testing.T) {
+	evs := []client.Object{
+		builders.MakeEventAbout("r-1-xyz12.1", ns, "Pod", "r-1-xyz12", "Normal", "Started", "started container main", started.Add(time.Second)),
+		builders.MakeEventAbout("r.1", ns, "TauRun", "r", "Normal", "Succeeded", "the run succeeded", ended),
+		builders.MakeEventAbout("other-pod.1", ns, "Pod", "other-pod", "Warning", "BackOff", "not this run's", started)}
+	for name, tc := range map[string]struct {
+		synced bool
+		lists  int
+	}{
+		"the book has listed the events": {synced: true, lists: 0},
+		"the book has not listed them":   {synced: false, lists: 1},
+	} {
+		w := newSealWorld(t, nil, append([]client.Object{researchRepo(), hfSecret(), sealingRun().Obj(), attemptJob(), attemptWorkload(),
+			attemptPod(0), gpuNode(corev1.ConditionTrue, started.Add(-time.Hour))}, evs...)...)
+		counted := &eventLists{Reader: w.c}
+		w.e.APIReader, w.e.Events = counted, &EventBook{}
+		if tc.synced {
+			var objs []any
+			for _, e := range evs {
+				objs = append(objs, e)
+			}
+			if err := (bookStore{w.e.Events}).Replace(objs, "1"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := w.e.Reconcile(context.Background(), runR); err != nil {
+			t.Fatal(err)
+		}
+		_, rec, _ := w.bundle(t, 1)
+		want := []evidence.EventRecord{
+			{Time: started.Add(time.Second).UTC(), Type: "Normal", Reason: "Started", Object: "Pod/r-1-xyz12", Message: "started container main", Count: 1},
+			{Time: ended.UTC(), Type: "Normal", Reason: "Succeeded", Object: "TauRun/r", Message: "the run succeeded", Count: 1}}
+		if d := cmp.Diff(want, rec.Events, cmpopts.EquateApproxTime(time.Second)); d != "" {
 			t.Errorf("%s: events (-want +got):\n%s", name, d)
 		}
 		if counted.n != tc.lists {

@@ -55,7 +55,11 @@ type EvidenceRecorder struct {
 	Client client.Client
 	// APIReader reads events and Secrets around the cache.
 	APIReader client.Reader
-	Logs      runs.LogSource // nil records no log tails
+	// Events, once synced, gives a local attempt's events instead of
+	// APIReader (a dispatched attempt's are listed from both clusters);
+	// nil: every seal lists them.
+	Events *EventBook
+	Logs   runs.LogSource // nil records no log tails
 	// Clusters reads a dispatched attempt's pods, nodes, pod events and
 	// logs from its MultiKueue worker; nil: every attempt is local.
 	Clusters clusters.Locator
@@ -160,7 +164,7 @@ func (e *EvidenceRecorder) SetCondition(run *taugridv1.TauRun, s metav1.Conditio
 }
 
 // +kubebuilder:rbac:groups="",resources=pods/log,verbs=get
-// +kubebuilder:rbac:groups="",resources=events,verbs=get;list
+// +kubebuilder:rbac:groups="",resources=events,verbs=get;list;watch
 // Secrets in tenant namespaces are read through the platform's SecretsGrant.
 // +kubebuilder:rbac:groups="",namespace=taugrid-system,resources=secrets,verbs=get
 

@@ -558,13 +558,17 @@ func (e *EvidenceRecorder) collectEvents(ctx context.Context, c *Collection) err
 	for _, p := range c.Rec.Pods {
 		about[p.Name] = true
 	}
-	if c.At.events == nil {
+	switch {
+	case c.At.book.Synced():
+		c.Rec.Events = c.At.book.About(c.Run.Namespace, about)
+	case c.At.events == nil:
 		c.note("events not recorded: no API reader")
 		return nil
-	}
-	for _, ev := range eventsAbout(ctx, c, about) {
-		c.Rec.Events = append(c.Rec.Events, evidence.EventRecord{Time: eventTime(&ev), Type: ev.Type, Reason: ev.Reason,
-			Object: ev.InvolvedObject.Kind + "/" + ev.InvolvedObject.Name, Message: ev.Message, Count: ev.Count})
+	default:
+		for _, ev := range eventsAbout(ctx, c, about) {
+			c.Rec.Events = append(c.Rec.Events, evidence.EventRecord{Time: eventTime(&ev), Type: ev.Type, Reason: ev.Reason,
+				Object: ev.InvolvedObject.Kind + "/" + ev.InvolvedObject.Name, Message: ev.Message, Count: ev.Count})
+		}
 	}
 	slices.SortStableFunc(c.Rec.Events, func(a, b evidence.EventRecord) int { return a.Time.Compare(b.Time) })
 	if n := len(c.Rec.Events); n > maxEvents {

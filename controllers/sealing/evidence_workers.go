@@ -24,6 +24,9 @@ type attemptCluster struct {
 	// events reads the events of the run, its Job and Workload (the
 	// manager's) and of its pods (the worker's); nil: none recorded.
 	events client.Reader
+	// book, when synced, holds the local cluster's events: read instead
+	// of events.
+	book *EventBook
 	// logs reads the containers' logs; nil: none recorded.
 	logs runs.LogSource
 }
@@ -38,7 +41,7 @@ func (e *EvidenceRecorder) ClusterOf(ctx context.Context, c *Collection) attempt
 			c.note("attempt %d ran on worker cluster %s, which this controller is not set up to read: its pods, nodes and logs are not recorded", c.Attempt, name)
 			return attemptCluster{name: name, events: e.APIReader}
 		}
-		return attemptCluster{pods: e.Client, events: e.APIReader, logs: e.Logs}
+		return attemptCluster{pods: e.Client, events: e.APIReader, book: e.Events, logs: e.Logs}
 	}
 	p, err := e.Clusters.PodsOf(ctx, name)
 	if err != nil {

@@ -235,7 +235,15 @@ func TestADispatchedRunsClassAndEvidenceAreReadFromItsWorker(t *testing.T) {
 		return getRun(t, f.ns, run.Name).Status.Phase == taugridv1.PhaseRunning
 	}, func() string {
 		r := getRun(t, f.ns, run.Name)
-		return fmt.Sprintf("%s: %s", r.Status.Phase, r.Status.Message)
+		var pods corev1.PodList
+		if err := large.List(ctx, &pods, client.InNamespace(f.ns)); err != nil {
+			return err.Error()
+		}
+		seen := fmt.Sprintf("the run %s: %s", r.Status.Phase, r.Status.Message)
+		for _, p := range pods.Items {
+			seen += fmt.Sprintf("; the worker's pod %s %s", p.Name, p.Status.Phase)
+		}
+		return seen
 	})
 	time.Sleep(1100 * time.Millisecond) // conditions keep whole seconds: the fault comes after the start
 	setGPUHealth(t, large, kubelet.Node, corev1.ConditionFalse, "Xid 79: GPU has fallen off the bus")

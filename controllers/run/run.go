@@ -659,11 +659,7 @@ func (r *RunReconciler) reconcileProgress(ctx context.Context, run *taugridv1.Ta
 		}
 	}
 	r.recordProgress(run, obs, p, check)
-	recheck := check.recheck
-	if recheck == 0 && (p.Phase == taugridv1.PhaseAdmitted || p.Phase == taugridv1.PhaseRunning) {
-		recheck = resyncFor(run)
-	}
-	return reconcile.Result{RequeueAfter: recheck}, nil
+	return reconcile.Result{RequeueAfter: recheckFor(run, p.Phase, check.recheck)}, nil
 }
 
 // attemptLook is what reconcileProgress observed of the current attempt.

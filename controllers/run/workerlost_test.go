@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -110,5 +111,31 @@ func TestAnUnreachableWorkerIsNamedWithoutTheRequest(t *testing.T) {
 				t.Errorf("unreachableMessage = %q, want it to say %q and not quote the request", got, tc.want)
 			}
 		})
+	}
+}
+
+// A dispatched run holding quota is looked at every WorkerResync whatever
+// else falls due, since nothing watches its worker's pods; a local one is
+// resynced only when nothing else is due.
+func TestADispatchedRunIsLookedAtAgainSoonWhateverElseIsDue(t *testing.T) {
+	local := &taugridv1.TauRun{Status: taugridv1.TauRunStatus{Workload: &taugridv1.WorkloadStatus{Kind: "Job", Name: "r-1"}}}
+	for name, tc := range map[string]struct {
+		run   *taugridv1.TauRun
+		phase taugridv1.RunPhase
+		due   time.Duration
+		want  time.Duration
+	}{
+		"dispatched, admitted, its start deadline in 6m":       {dispatchedRun("east"), taugridv1.PhaseAdmitted, 6 * time.Minute, WorkerResync},
+		"dispatched, running, its GPUs read again in a minute": {dispatchedRun("east"), taugridv1.PhaseRunning, time.Minute, WorkerResync},
+		"dispatched, admitted, nothing else due":               {dispatchedRun("east"), taugridv1.PhaseAdmitted, 0, WorkerResync},
+		"dispatched, due sooner than the resync":               {dispatchedRun("east"), taugridv1.PhaseAdmitted, time.Second, time.Second},
+		"local, admitted, its start deadline in 6m":            {local, taugridv1.PhaseAdmitted, 6 * time.Minute, 6 * time.Minute},
+		"local, running, nothing else due: the safety net":     {local, taugridv1.PhaseRunning, 0, progressResync},
+		"dispatched, queued: only what is due":                 {dispatchedRun("east"), taugridv1.PhaseQueued, 15 * time.Second, 15 * time.Second},
+		"dispatched, succeeded: nothing":                       {dispatchedRun("east"), taugridv1.PhaseSucceeded, 0, 0},
+	} {
+		if got := recheckFor(tc.run, tc.phase, tc.due); got != tc.want {
+			t.Errorf("%s: looked at again after %s, want %s", name, got, tc.want)
+		}
 	}
 }

@@ -57,6 +57,25 @@ func recordCluster(run *taugridv1.TauRun, cluster string) {
 	}
 }
 
+// recheckFor is how soon a run in phase is looked at again, when due is
+// when a deadline or a GPU reading falls due (0: none). A run holding
+// quota on the local cluster is resynced (progressResync) only when
+// nothing else is due: its pods and Job have watches, and the resync is a
+// net under them. A dispatched one is looked at every WorkerResync
+// whatever else is due: nothing watches its worker's pods, and a start
+// deadline minutes away once kept it Admitted that long after its pod ran
+// (the mirrored Job's status updates used to wake it; they no longer do,
+// ChangesWhatARunReads).
+func recheckFor(run *taugridv1.TauRun, phase taugridv1.RunPhase, due time.Duration) time.Duration {
+	if phase != taugridv1.PhaseAdmitted && phase != taugridv1.PhaseRunning {
+		return due
+	}
+	if resync := resyncFor(run); due == 0 || resync == WorkerResync {
+		return sooner(due, resync)
+	}
+	return due
+}
+
 // resyncFor is how soon a run holding quota is looked at again.
 func resyncFor(run *taugridv1.TauRun) time.Duration {
 	if run.Status.Workload != nil && run.Status.Workload.Cluster != "" {

@@ -84,12 +84,12 @@ func (listThenWatch) IsWatchListSemanticsUnSupported() bool { return true }
 // bookObject is an object events are about.
 type bookObject struct{ namespace, name string }
 
-// bookEvent is what the book keeps of one event.
+// bookEvent is what the book keeps of one event: its name and what a
+// bundle records of it, its type and reason interned (a few values,
+// repeated across every event).
 type bookEvent struct {
 	name string // the Event's
-	// typ and reason are interned: a few values, repeated.
-	typ, reason unique.Handle[string]
-	rec         evidence.EventRecord
+	rec  evidence.EventRecord
 }
 
 // bookKinds are the kinds of object a run's attempt is made of: events
@@ -127,7 +127,6 @@ func (b *EventBook) About(ns string, names map[string]bool) []evidence.EventReco
 	out := make([]evidence.EventRecord, len(evs))
 	for i, e := range evs {
 		out[i] = e.rec
-		out[i].Type, out[i].Reason = e.typ.Value(), e.reason.Value()
 	}
 	return out
 }
@@ -141,9 +140,9 @@ func (b *EventBook) put(ev *corev1.Event) {
 	}
 	o := bookObject{ev.Namespace, ev.InvolvedObject.Name}
 	b.of[key] = o
-	b.about[o] = append(b.about[o], bookEvent{name: ev.Name, typ: unique.Make(ev.Type), reason: unique.Make(ev.Reason),
-		rec: evidence.EventRecord{Time: eventTime(ev), Object: ev.InvolvedObject.Kind + "/" + ev.InvolvedObject.Name,
-			Message: ev.Message, Count: ev.Count}})
+	rec := eventRecord(ev)
+	rec.Type, rec.Reason = unique.Make(rec.Type).Value(), unique.Make(rec.Reason).Value()
+	b.about[o] = append(b.about[o], bookEvent{name: ev.Name, rec: rec})
 }
 
 // drop forgets the event of key (namespace/name); the caller holds mu.
@@ -180,7 +179,7 @@ func (s bookStore) apply(obj any, deleted bool) error {
 	}
 	s.b.mu.Lock()
 	defer s.b.mu.Unlock()
-	s.b.init()
+	s.b.makeMaps()
 	if deleted {
 		s.b.drop(ev.Namespace + "/" + ev.Name)
 		return nil
@@ -194,7 +193,7 @@ func (s bookStore) Replace(objs []any, _ string) error {
 	s.b.mu.Lock()
 	defer s.b.mu.Unlock()
 	s.b.about, s.b.of = nil, nil
-	s.b.init()
+	s.b.makeMaps()
 	for _, obj := range objs {
 		if ev, ok := obj.(*corev1.Event); ok {
 			s.b.put(ev)
@@ -204,8 +203,8 @@ func (s bookStore) Replace(objs []any, _ string) error {
 	return nil
 }
 
-// init makes the book's maps; the caller holds mu.
-func (b *EventBook) init() {
+// makeMaps makes the book's maps if it has none; the caller holds mu.
+func (b *EventBook) makeMaps() {
 	if b.about == nil {
 		b.about, b.of = map[bookObject][]bookEvent{}, map[string]bookObject{}
 	}

@@ -566,8 +566,7 @@ func (e *EvidenceRecorder) collectEvents(ctx context.Context, c *Collection) err
 		return nil
 	default:
 		for _, ev := range eventsAbout(ctx, c, about) {
-			c.Rec.Events = append(c.Rec.Events, evidence.EventRecord{Time: eventTime(&ev), Type: ev.Type, Reason: ev.Reason,
-				Object: ev.InvolvedObject.Kind + "/" + ev.InvolvedObject.Name, Message: ev.Message, Count: ev.Count})
+			c.Rec.Events = append(c.Rec.Events, eventRecord(&ev))
 		}
 	}
 	slices.SortStableFunc(c.Rec.Events, func(a, b evidence.EventRecord) int { return a.Time.Compare(b.Time) })
@@ -660,6 +659,12 @@ func eventsError(c *Collection, err error) string {
 		return string(apierrors.ReasonForError(err))
 	}
 	return fmt.Sprintf("on the manager or worker cluster %s: %v", c.At.name, err)
+}
+
+// eventRecord is what a bundle records of ev.
+func eventRecord(ev *corev1.Event) evidence.EventRecord {
+	return evidence.EventRecord{Time: eventTime(ev), Type: ev.Type, Reason: ev.Reason,
+		Object: ev.InvolvedObject.Kind + "/" + ev.InvolvedObject.Name, Message: ev.Message, Count: ev.Count}
 }
 
 func eventTime(ev *corev1.Event) time.Time {

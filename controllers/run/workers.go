@@ -67,19 +67,13 @@ func recordCluster(run *taugridv1.TauRun, cluster string) {
 // (the mirrored Job's status updates used to wake it; they no longer do,
 // ChangesWhatARunReads).
 func recheckFor(run *taugridv1.TauRun, phase taugridv1.RunPhase, due time.Duration) time.Duration {
-	if phase != taugridv1.PhaseAdmitted && phase != taugridv1.PhaseRunning {
+	switch {
+	case phase != taugridv1.PhaseAdmitted && phase != taugridv1.PhaseRunning:
 		return due
-	}
-	if resync := resyncFor(run); due == 0 || resync == WorkerResync {
-		return sooner(due, resync)
+	case run.Status.Workload != nil && run.Status.Workload.Cluster != "":
+		return sooner(due, WorkerResync)
+	case due == 0:
+		return progressResync
 	}
 	return due
-}
-
-// resyncFor is how soon a run holding quota is looked at again.
-func resyncFor(run *taugridv1.TauRun) time.Duration {
-	if run.Status.Workload != nil && run.Status.Workload.Cluster != "" {
-		return WorkerResync
-	}
-	return progressResync
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -105,13 +106,15 @@ func NewGuard(kube kubernetes.Interface, cfg GuardConfig, clk clock.PassiveClock
 	return g
 }
 
-// Require serves next only to a caller the cluster vouches for and allows;
-// others get 401 (no token, or one the cluster does not know), 403 (the
-// SubjectAccessReview said no), 429 (too many unknown tokens at once) or
-// 503 (the API server could not be asked).
-func (g *Guard) Require(next http.Handler) http.Handler {
+// Require serves next only to a caller the cluster vouches for, with a
+// token for audience ("": the API server's own, as a pod's default token
+// is), and allows; others get 401 (no token, one the cluster does not know
+// or one for another audience), 403 (the SubjectAccessReview said no), 429
+// (too many unknown tokens at once) or 503 (the API server could not be
+// asked).
+func (g *Guard) Require(audience string, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		d := g.decide(r)
+		d := g.decide(r, audience)
 		if d.code == http.StatusOK {
 			next.ServeHTTP(w, r)
 			return
@@ -139,11 +142,12 @@ type cached struct {
 	expires time.Time
 }
 
-// access is what a request asks to do, as a SubjectAccessReview says it.
-type access struct{ verb, path string }
+// access is what a request asks to do, as a SubjectAccessReview says it,
+// and the audience its token must be for.
+type access struct{ verb, path, audience string }
 
-func accessOf(r *http.Request) access {
-	return access{verb: verbOf(r.Method), path: r.URL.Path}
+func accessOf(r *http.Request, audience string) access {
+	return access{verb: verbOf(r.Method), path: r.URL.Path, audience: audience}
 }
 
 // verbOf is the API server's verb for an HTTP method on a non-resource URL.
@@ -161,8 +165,8 @@ func verbOf(method string) string {
 
 // decide runs the checks in order: a bearer token, the cache, the bound on
 // reviews, the reviews.
-func (g *Guard) decide(r *http.Request) decision {
-	a := accessOf(r)
+func (g *Guard) decide(r *http.Request, audience string) decision {
+	a := accessOf(r, audience)
 	token, ok := bearerToken(r)
 	if !ok {
 		return g.count(decision{http.StatusUnauthorized, fmt.Sprintf(
@@ -220,7 +224,7 @@ func bearerToken(r *http.Request) (string, bool) {
 // keyOf is the cache key of a token asking for a: a hash, so that neither
 // the caches nor a heap dump hold a token.
 func keyOf(token string, a access) string {
-	sum := sha256.Sum256([]byte(a.verb + "\x00" + a.path + "\x00" + token))
+	sum := sha256.Sum256([]byte(a.verb + "\x00" + a.path + "\x00" + a.audience + "\x00" + token))
 	return hex.EncodeToString(sum[:])
 }
 
@@ -277,18 +281,27 @@ func (g *Guard) admitReview(renewal bool) (release func(), ok bool) {
 	return func() { <-g.slots }, true
 }
 
-// review asks the API server who the token is (TokenReview, for the API
-// server's own audience, as a Pod's ServiceAccount token is) and whether
-// that user may do a (SubjectAccessReview).
+// review asks the API server who the token is (TokenReview, for a's
+// audience, or the API server's own, as a Pod's ServiceAccount token is)
+// and whether that user may do a (SubjectAccessReview).
 func (g *Guard) review(ctx context.Context, token string, a access) decision {
-	tr, err := g.kube.AuthenticationV1().TokenReviews().Create(ctx,
-		&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	spec := authenticationv1.TokenReviewSpec{Token: token}
+	if a.audience != "" {
+		spec.Audiences = []string{a.audience}
+	}
+	tr, err := g.kube.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
 		return decision{http.StatusServiceUnavailable, "the token could not be checked now (TokenReview failed): try again shortly", "error"}
 	}
 	if !tr.Status.Authenticated {
 		return decision{http.StatusUnauthorized, fmt.Sprintf(
-			"the cluster does not vouch for this token (TokenReview): %s needs a valid ServiceAccount token", a.path), "unauthenticated"}
+			"the cluster does not vouch for this token (TokenReview): %s needs a valid ServiceAccount token%s", a.path, forAudience(a)), "unauthenticated"}
+	}
+	// The API server answers for the audiences asked; one that ignored
+	// them must not turn a token for itself into one for the agents.
+	if a.audience != "" && !slices.Contains(tr.Status.Audiences, a.audience) {
+		return decision{http.StatusUnauthorized, fmt.Sprintf(
+			"the cluster did not vouch for this token for the agents (TokenReview): %s needs a ServiceAccount token%s", a.path, forAudience(a)), "unauthenticated"}
 	}
 	u := tr.Status.User
 	sar, err := g.kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
@@ -304,6 +317,15 @@ func (g *Guard) review(ctx context.Context, token string, a access) decision {
 			"%q may not %s %s: it needs a ClusterRole granting nonResourceURLs [%q] verbs [%q]", u.Username, a.verb, a.path, a.path, a.verb), "forbidden"}
 	}
 	return decision{http.StatusOK, "", "allowed"}
+}
+
+// forAudience says which audience a's token must be for, if not the API
+// server's.
+func forAudience(a access) string {
+	if a.audience == "" {
+		return ""
+	}
+	return " for audience " + a.audience
 }
 
 func extraOf(in map[string]authenticationv1.ExtraValue) map[string]authorizationv1.ExtraValue {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/taugrid/taugrid/api/gpus"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -27,10 +29,11 @@ import (
 // with its own ServiceAccount, and trustedToken, which the other tests of
 // the package use to read /gpus and /metrics.
 const (
-	controllerToken = "token-of-the-controller"
-	prometheusToken = "token-of-prometheus"
-	attackerToken   = "token-of-team-b-attacker"
-	trustedToken    = "token-of-a-trusted-test"
+	controllerToken    = "token-of-the-controller" // for the agents (gpus.Audience), as it reads /gpus
+	controllerAPIToken = "token-of-the-controller-for-the-api-server"
+	prometheusToken    = "token-of-prometheus"
+	attackerToken      = "token-of-team-b-attacker" // for both: a pod may project its own for any audience
+	trustedToken       = "token-of-a-trusted-test"
 
 	controllerUser = "system:serviceaccount:taugrid-system:tau-controller"
 	prometheusUser = "system:serviceaccount:monitoring:prometheus-k8s"
@@ -41,8 +44,12 @@ const (
 // server would for its tokens and grants: a fake clientset with reactors.
 type fakeCluster struct {
 	*fake.Clientset
-	tokens map[string]string   // token -> user
-	grants map[string][]string // user -> non-resource paths it may get
+	tokens    map[string]string   // token -> user
+	audiences map[string][]string // token -> its audiences (none: apiAudience)
+	grants    map[string][]string // user -> non-resource paths it may get
+	// ignoreAudiences answers as an API server that does not check a
+	// review's audiences would: for the token's own.
+	ignoreAudiences bool
 	// gate, when set, holds every TokenReview until it is closed.
 	gate chan struct{}
 	// fail makes every review fail, as an API server that cannot be reached.
@@ -53,7 +60,10 @@ type fakeCluster struct {
 
 func newFakeCluster() *fakeCluster {
 	c := &fakeCluster{Clientset: fake.NewClientset(),
-		tokens: map[string]string{controllerToken: controllerUser, prometheusToken: prometheusUser, attackerToken: attackerUser},
+		tokens: map[string]string{controllerToken: controllerUser, controllerAPIToken: controllerUser,
+			prometheusToken: prometheusUser, attackerToken: attackerUser},
+		audiences: map[string][]string{controllerToken: {gpus.Audience}, attackerToken: {apiAudience, gpus.Audience},
+			trustedToken: {apiAudience, gpus.Audience}},
 		grants: map[string][]string{controllerUser: {"/gpus"}, prometheusUser: {"/metrics"}},
 	}
 	c.PrependReactor("create", "tokenreviews", c.reviewToken)
@@ -70,15 +80,33 @@ func (c *fakeCluster) reviewToken(a k8stesting.Action) (bool, runtime.Object, er
 		return true, nil, errors.New("connection refused")
 	}
 	tr := a.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview).DeepCopy()
-	if user, ok := c.tokens[tr.Spec.Token]; ok {
-		ns := strings.Split(user, ":")[2]
-		tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: user,
-			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}}
-	} else {
-		tr.Status = authenticationv1.TokenReviewStatus{Error: "invalid bearer token"}
+	has := c.audiences[tr.Spec.Token]
+	if len(has) == 0 {
+		has = []string{apiAudience}
 	}
+	want := tr.Spec.Audiences
+	if len(want) == 0 || c.ignoreAudiences {
+		want = []string{apiAudience}
+	}
+	var both []string
+	for _, aud := range want {
+		if slices.Contains(has, aud) {
+			both = append(both, aud)
+		}
+	}
+	user, ok := c.tokens[tr.Spec.Token]
+	if !ok || len(both) == 0 {
+		tr.Status = authenticationv1.TokenReviewStatus{Error: "invalid bearer token"}
+		return true, tr, nil
+	}
+	ns := strings.Split(user, ":")[2]
+	tr.Status = authenticationv1.TokenReviewStatus{Authenticated: true, Audiences: both, User: authenticationv1.UserInfo{Username: user,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}}
 	return true, tr, nil
 }
+
+// apiAudience is the fake API server's own audience.
+const apiAudience = "https://kubernetes.default.svc"
 
 func (c *fakeCluster) reviewAccess(a k8stesting.Action) (bool, runtime.Object, error) {
 	c.accessReviews.Add(1)
@@ -108,11 +136,12 @@ func trustingGuard(t testing.TB) *Guard {
 	return NewGuard(c, DefaultGuardConfig(), nil, nil)
 }
 
-// guarded serves a page naming a tenant's pod behind a Guard on c.
+// guarded serves a page naming a tenant's pod behind a Guard on c, for
+// tokens for the agents, as /gpus.
 func guarded(t *testing.T, c *fakeCluster, cfg GuardConfig, clk *clocktesting.FakeClock) (*httptest.Server, *Guard) {
 	t.Helper()
 	g := NewGuard(c, cfg, clk, prometheus.NewRegistry())
-	srv := httptest.NewServer(g.Require(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+	srv := httptest.NewServer(g.Require(gpus.Audience, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("team-a/r-1-0 holds GPU 0\n"))
 	})))
 	t.Cleanup(srv.Close)
@@ -149,10 +178,13 @@ func TestStrangersReadNeitherTheGPUsNorTheMetrics(t *testing.T) {
 		"a tenant's own ServiceAccount":           {path: "/gpus", header: "Bearer " + attackerToken, code: 403, says: `"` + attackerUser + `" may not get /gpus`},
 		"a tenant's own ServiceAccount, metrics":  {path: "/metrics", header: "Bearer " + attackerToken, code: 403, says: `"` + attackerUser + `" may not get /metrics`},
 		"a tenant's ServiceAccount, narrowed":     {path: "/gpus?namespace=team-b", header: "Bearer " + attackerToken, code: 403, says: "may not get /gpus"},
-		"Prometheus, on /gpus":                    {path: "/gpus", header: "Bearer " + prometheusToken, code: 403, says: "may not get /gpus"},
-		"the controller, on /metrics":             {path: "/metrics", header: "Bearer " + controllerToken, code: 403, says: "may not get /metrics"},
-		"the controller, on /gpus":                {path: "/gpus", header: "Bearer " + controllerToken, code: 200, says: `"pod":"r-1-0"`},
-		"Prometheus, on /metrics":                 {path: "/metrics", header: "Bearer " + prometheusToken, code: 200, says: `pod="r-1-0"`},
+		"Prometheus, on /gpus":                    {path: "/gpus", header: "Bearer " + prometheusToken, code: 401, says: "for audience " + gpus.Audience},
+		"the controller's token for the API server, on /gpus": {path: "/gpus", header: "Bearer " + controllerAPIToken, code: 401,
+			says: "/gpus needs a valid ServiceAccount token for audience " + gpus.Audience},
+		"the controller's token for the agents, on /metrics":     {path: "/metrics", header: "Bearer " + controllerToken, code: 401, says: "does not vouch"},
+		"the controller's token for the API server, on /metrics": {path: "/metrics", header: "Bearer " + controllerAPIToken, code: 403, says: "may not get /metrics"},
+		"the controller, on /gpus":                               {path: "/gpus", header: "Bearer " + controllerToken, code: 200, says: `"pod":"r-1-0"`},
+		"Prometheus, on /metrics":                                {path: "/metrics", header: "Bearer " + prometheusToken, code: 200, says: `pod="r-1-0"`},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -163,12 +195,28 @@ func TestStrangersReadNeitherTheGPUsNorTheMetrics(t *testing.T) {
 			if tc.code != 200 && strings.Contains(body, "r-1-0") {
 				t.Errorf("refused, yet the body names team-a's pod: %s", body)
 			}
-			for _, token := range []string{controllerToken, prometheusToken, attackerToken, "made-up"} {
+			for _, token := range []string{controllerToken, controllerAPIToken, prometheusToken, attackerToken, "made-up"} {
 				if strings.Contains(body, token) {
 					t.Errorf("the answer echoes a token: %s", body)
 				}
 			}
 		})
+	}
+}
+
+// TestATokenForTheAPIServerIsNotOneForTheAgents: an API server that
+// answered a review for its own audience, not the one asked, does not
+// make the controller's token for it good on /gpus.
+func TestATokenForTheAPIServerIsNotOneForTheAgents(t *testing.T) {
+	c := newFakeCluster()
+	c.ignoreAudiences = true
+	srv, _ := guarded(t, c, DefaultGuardConfig(), clocktesting.NewFakeClock(time.Date(2031, 5, 4, 10, 0, 0, 0, time.UTC)))
+	code, body := request(t, srv.URL+"/gpus", "Bearer "+controllerAPIToken)
+	if code != http.StatusUnauthorized || !strings.Contains(body, "did not vouch for this token for the agents") {
+		t.Errorf("%d %q, want 401 saying the cluster did not vouch for it for the agents", code, body)
+	}
+	if strings.Contains(body, "r-1-0") {
+		t.Errorf("refused, yet served: %s", body)
 	}
 }
 

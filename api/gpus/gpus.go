@@ -10,6 +10,14 @@ import "time"
 // tenant's GPUs and points.
 const Path = "/gpus"
 
+// Audience is the audience of the tokens the controller reads Path with:
+// the agent accepts no other there, and the API server accepts none of
+// them, so a token sent to an agent's address (which a pod of another
+// namespace may hold for a moment after the agent's pod is gone) cannot
+// act as the controller on the cluster. The chart projects it into the
+// controller's pod (cmd/tau-controller --node-agent-token-file).
+const Audience = "taugrid.dev/node-agent"
+
 // Holder is the container a GPU is allocated to, as the kubelet tells it.
 type Holder struct {
 	Namespace string `json:"namespace"`

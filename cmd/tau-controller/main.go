@@ -16,6 +16,7 @@ import (
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	"github.com/taugrid/taugrid/api/gpus"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/board"
 	"github.com/taugrid/taugrid/clusters"
@@ -65,6 +66,7 @@ type options struct {
 	multiKueueNamespace                                      string
 	tenantSecretsRole, serviceAccount                        string
 	readGPUUsage                                             bool
+	nodeAgentTokenFile                                       string
 	metricsSecure                                            bool
 	runWorkers, repositoryWorkers, forgeWorkers              int
 	statusDetailInterval                                     time.Duration
@@ -111,6 +113,8 @@ func main() {
 	flag.StringVar(&o.janitor, "janitor", "release", "quota held for nothing (orphaned or idle reservations, RayJobs KubeRay refused, pods stuck on lost nodes): release, report or off")
 	flag.DurationVar(&o.janitorIdle, "janitor-idle-after", 15*time.Minute, "how long an admitted workload may run no pod, or a pod on a lost node stay terminating, before the janitor acts")
 	flag.BoolVar(&o.readGPUUsage, "read-gpu-usage", true, "read running attempts' GPU utilisation from the tau-nodeagent pods (in --namespace) once a minute, for the run's summary and the platform's idle-GPU rule")
+	flag.StringVar(&o.nodeAgentTokenFile, "node-agent-token-file", runctrl.NodeAgentTokenFile,
+		"the controller's ServiceAccount token for the node agents' audience ("+gpus.Audience+"), sent with each read of their /gpus and to nothing else (the chart projects it)")
 	flag.DurationVar(&o.janitorEvery, "janitor-interval", time.Minute, "how often the janitor looks")
 	flag.IntVar(&o.runWorkers, "run-workers", runctrl.DefaultRunWorkers, "runs reconciled at once (each mostly waits on the API server)")
 	flag.DurationVar(&o.statusDetailInterval, "status-detail-interval", runctrl.DefaultDetailInterval,
@@ -352,8 +356,15 @@ func setupGPUUsage(mgr manager.Manager, o options) (runctrl.GPUUsageSource, erro
 	if err != nil {
 		return nil, err
 	}
-	return &runctrl.NodeAgents{Reader: mgr.GetAPIReader(), Namespace: o.namespace, Reads: reads,
-		Token: runctrl.ServiceAccountToken(runctrl.ServiceAccountTokenFile)}, nil
+	agents, err := runctrl.AgentPods(mgr.GetConfig(), mgr.GetScheme(), o.namespace)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(agents); err != nil {
+		return nil, err
+	}
+	return &runctrl.NodeAgents{Reader: agents, Namespace: o.namespace, Reads: reads,
+		Token: runctrl.ServiceAccountToken(o.nodeAgentTokenFile)}, nil
 }
 
 // setupMetrics registers the run collector, which reads TauRuns from the

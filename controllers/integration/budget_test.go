@@ -108,26 +108,28 @@ func (a *apiRequests) counts(t *testing.T) (n, conflict map[string]int) {
 // sends less lowers the budget.
 //
 // The manager runs as cmd/tau-controller's does, its running attempts' GPUs
-// read from the node agents: the agent's pod is looked up in the API
-// server, one pod list a reading (this budget did not count it until the
-// GPUs were read here too, 2026-12-06: 17 before, the same life).
+// read from the node agents, each found in the controller's cache of the
+// agents' pods (run.AgentPods): no request a reading.
 //
-// What one run's life sends today (2026-12-06): 14 for the run itself,
+// What one run's life sends today (2026-12-06): 13 for the run itself,
 // the TauRun created and its status written 5 times (Queued, Admitted,
 // Running, Succeeded, sealed), its Job and NetworkPolicy created, 2
 // Events (the submission, the end), the admission check's read of the Job
 // (whole, from the API server: it judges what Kueue is about to admit)
-// and patch of the Workload's status, the one GPU reading's pod list (its
-// node's agent) and the pod's log; and 3 for the poll that found it, not
+// and patch of the Workload's status, and the pod's log; and 3 for the
+// poll that found it, not
 // per run: the repository's nudge and status, the poll's one RunRequested
 // Event. What the manager writes once at its start (the AdmissionCheck's
 // and the platform's status) is not counted. 26 before Admitted, Running
 // and Sealed stopped being Events and the sealer read the Job from the
 // cache; 22 (start-up writes counted, by a race) before the sealer read
 // the events in one list, not one per object; 18 before it read them
-// from its book of the cluster's events (sealing.EventBook), not a list.
+// from its book of the cluster's events (sealing.EventBook), not a list;
+// 17 before the agents' pods were cached (a pod list a GPU reading, sent
+// only once the controller's token for the agents was one the API server
+// takes from no one: gpus.Audience).
 const (
-	runRequestBudget = 17
+	runRequestBudget = 16
 	runWriteBudget   = 6 // the TauRun's creation and its status writes
 )
 
@@ -198,8 +200,15 @@ func TestOneRunsWholeLifeStaysWithinItsAPIRequestBudget(t *testing.T) {
 		c.run.DetailInterval = time.Hour
 		c.sealer = newSealer(t, mgr, c.run, st, mgr.GetEventRecorder("tau-evidence"))
 		// The running attempt's GPUs read, its node's agent looked for in
-		// the API server (there is none here: the reading says so).
-		c.run.GPUUsage = &runctrl.NodeAgents{Reader: mgr.GetAPIReader(), Namespace: "bud-agents"}
+		// the agents' cache (there is none here: the reading says so).
+		agents, err := runctrl.AgentPods(mgr.GetConfig(), mgr.GetScheme(), "bud-agents")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mgr.Add(agents); err != nil {
+			t.Fatal(err)
+		}
+		c.run.GPUUsage = &runctrl.NodeAgents{Reader: agents, Namespace: "bud-agents"}
 	})
 	managerTransport = nil
 	defer m.stop()

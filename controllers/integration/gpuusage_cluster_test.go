@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
@@ -105,6 +106,27 @@ func agentPod(t *testing.T, ns, node string) string {
 	return pod.Status.PodIP
 }
 
+// agentPods is cmd/tau-controller's cache of the node agents' pods in ns,
+// on cfg, started and holding node's agent Running with its IP.
+func agentPods(t *testing.T, cfg *rest.Config, ns, node string) client.Reader {
+	t.Helper()
+	c, err := runctrl.AgentPods(cfg, scheme, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	go func() { _ = c.Start(ctx) }()
+	waitFor(t, 30*time.Second, "the agents' cache to hold the agent on "+node, func() bool {
+		var pods corev1.PodList
+		if c.List(ctx, &pods, client.InNamespace(ns), client.MatchingFields{"spec.nodeName": node}) != nil || len(pods.Items) != 1 {
+			return false
+		}
+		return pods.Items[0].Status.Phase == corev1.PodRunning && pods.Items[0].Status.PodIP != ""
+	})
+	return c
+}
+
 // routedTo is an HTTP client whose connections to addr reach the stand-in
 // instead: kwok's pod IPs are not routable, so only the last hop is
 // replaced; the address is the one the controller found on the agent's pod.
@@ -144,9 +166,9 @@ func TestIdleGPUsAreCaughtAndABusyRunIsSummedUp(t *testing.T) {
 	srv := httptest.NewServer(agent)
 	t.Cleanup(srv.Close)
 	hc, dialed := routedTo(net.JoinHostPort(ip, "8080"), srv)
-	// A tenant's pod labelled as an agent, on the same node: the agents
-	// are looked for in the agents' namespace only, so the controller
-	// never asks it (and never sends it the controller's token).
+	// A tenant's pod labelled as an agent, on the same node: the cache
+	// holds only the agents' namespace, so the controller never asks it
+	// (and never sends it the controller's token).
 	decoy := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "not-an-agent", Namespace: f.ns, Labels: map[string]string{runctrl.NodeAgentLabel: runctrl.NodeAgentName}},
 		Spec: corev1.PodSpec{NodeName: node, Tolerations: []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
@@ -168,7 +190,7 @@ func TestIdleGPUsAreCaughtAndABusyRunIsSummedUp(t *testing.T) {
 	if log, err := cs.CoreV1().Pods(f.ns).GetLogs(decoy.Name, &corev1.PodLogOptions{Container: "c", TailLines: ptr.To[int64](1)}).DoRaw(context.Background()); err != nil || string(log) != "done\n" {
 		t.Errorf("the last line of the pod's log, read through the API server: %q, %v; want kwok's %q", log, err, "done\n")
 	}
-	f.runRec.GPUUsage = &runctrl.NodeAgents{Reader: k8s, Namespace: "gu1-system", HTTP: hc}
+	f.runRec.GPUUsage = &runctrl.NodeAgents{Reader: agentPods(t, env.Config, "gu1-system", node), Namespace: "gu1-system", HTTP: hc}
 	recorder := events.NewFakeRecorder(100)
 	f.runRec.Recorder = recorder
 	store := useEvidence(t, f)

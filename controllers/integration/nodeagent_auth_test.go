@@ -29,28 +29,41 @@ import (
 // agent's handler, its Guard asking this API server's TokenReview and
 // SubjectAccessReview under the chart's tau-nodeagent ServiceAccount, and
 // calls it with real ServiceAccount tokens from the TokenRequest API. A
-// tenant's ServiceAccount (team-b/attacker) is refused /gpus and /metrics;
-// so are a run pod's source token replayed, a token of a deleted
-// ServiceAccount and no token. The controller's ServiceAccount, bound to
-// the chart's ClusterRole, reads /gpus and nothing else; Prometheus's,
-// bound by metrics.readers to the chart's metrics-reader ClusterRole,
-// reads /metrics and not /gpus. Before the Guard, every call got 200.
+// tenant's ServiceAccount (team-b/attacker) is refused /gpus and /metrics,
+// even with a token for the agents' audience; so are a run pod's source
+// token replayed, a token of a deleted ServiceAccount and no token. The
+// controller's ServiceAccount, bound to the chart's ClusterRole, reads
+// /gpus with its token for the agents' audience (gpus.Audience), which the
+// API server itself refuses, and nothing with its token for the API
+// server; Prometheus's, bound by metrics.readers to the chart's
+// metrics-reader ClusterRole, reads /metrics and not /gpus. Before the
+// Guard, every call got 200.
 func TestTheNodeAgentAnswersOnlyWhomTheClusterVouchesFor(t *testing.T) {
 	integration(t)
 	ctx := context.Background()
-	installChartRBAC(t)
+	controllerCfg := installChartRBAC(t)
 	installChartAgentRBAC(t)
 	admin := kubernetes.NewForConfigOrDie(env.Config)
 	tokens := map[string]string{
-		"controller": serviceAccountToken(t, admin, chart.Namespace, "tau-controller"),
-		"prometheus": serviceAccountToken(t, admin, "monitoring", "prometheus"),
-		"attacker":   serviceAccountToken(t, admin, "team-b", "attacker"),
-		"deleted":    serviceAccountToken(t, admin, "team-b", "gone"),
+		"controller":          serviceAccountToken(t, admin, chart.Namespace, "tau-controller", gpus.Audience),
+		"controller, for API": serviceAccountToken(t, admin, chart.Namespace, "tau-controller"),
+		"prometheus":          serviceAccountToken(t, admin, "monitoring", "prometheus"),
+		"attacker":            serviceAccountToken(t, admin, "team-b", "attacker"),
+		"attacker, for agents": serviceAccountToken(t, admin, "team-b", "attacker", // a pod may project its own for any audience
+			gpus.Audience),
+		"deleted": serviceAccountToken(t, admin, "team-b", "gone"),
 		"source": serviceAccountToken(t, admin, "team-b", "attacker", // what a run pod's fetch init container holds
 			"taugrid.dev/source"),
 	}
 	if err := admin.CoreV1().ServiceAccounts("team-b").Delete(ctx, "gone", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
+	}
+	// The API server itself takes the controller's token for the agents
+	// from no one: whoever holds it cannot act as the controller.
+	asController := rest.AnonymousClientConfig(env.Config)
+	asController.BearerToken = tokens["controller"]
+	if _, err := kubernetes.NewForConfigOrDie(asController).CoreV1().Pods(chart.Namespace).List(ctx, metav1.ListOptions{}); !apierrors.IsUnauthorized(err) {
+		t.Errorf("the API server, asked with the controller's token for the agents: %v, want 401", err)
 	}
 	srv := guardedAgent(t, "na-gpu-1")
 
@@ -59,17 +72,20 @@ func TestTheNodeAgentAnswersOnlyWhomTheClusterVouchesFor(t *testing.T) {
 		code        int
 		says        string
 	}{
-		"no token":                                 {path: gpus.Path, code: 401, says: "needs a ServiceAccount token"},
-		"a made-up token":                          {path: gpus.Path, token: "made-up", code: 401, says: "does not vouch"},
-		"a run pod's source token, replayed":       {path: gpus.Path, token: tokens["source"], code: 401, says: "does not vouch"},
-		"a token of a deleted ServiceAccount":      {path: gpus.Path, token: tokens["deleted"], code: 401, says: "does not vouch"},
-		"a tenant's ServiceAccount":                {path: gpus.Path, token: tokens["attacker"], code: 403, says: `"system:serviceaccount:team-b:attacker" may not get /gpus`},
-		"a tenant's ServiceAccount, metrics":       {path: "/metrics", token: tokens["attacker"], code: 403, says: "may not get /metrics"},
-		"a tenant's ServiceAccount, its own slice": {path: gpus.Path + "?namespace=team-b", token: tokens["attacker"], code: 403, says: "may not get /gpus"},
-		"Prometheus on /gpus":                      {path: gpus.Path, token: tokens["prometheus"], code: 403, says: "may not get /gpus"},
-		"the controller on /metrics":               {path: "/metrics", token: tokens["controller"], code: 403, says: "may not get /metrics"},
-		"the controller":                           {path: gpus.Path, token: tokens["controller"], code: 200, says: `"node":"na-gpu-1"`},
-		"Prometheus":                               {path: "/metrics", token: tokens["prometheus"], code: 200, says: "taugrid_nodeagent_nvml_up"},
+		"no token":                                  {path: gpus.Path, code: 401, says: "needs a ServiceAccount token"},
+		"a made-up token":                           {path: gpus.Path, token: "made-up", code: 401, says: "does not vouch"},
+		"a run pod's source token, replayed":        {path: gpus.Path, token: tokens["source"], code: 401, says: "does not vouch"},
+		"a token of a deleted ServiceAccount":       {path: gpus.Path, token: tokens["deleted"], code: 401, says: "does not vouch"},
+		"a tenant's ServiceAccount":                 {path: gpus.Path, token: tokens["attacker"], code: 401, says: "for audience " + gpus.Audience},
+		"a tenant's ServiceAccount, metrics":        {path: "/metrics", token: tokens["attacker"], code: 403, says: "may not get /metrics"},
+		"a tenant's ServiceAccount, its own slice":  {path: gpus.Path + "?namespace=team-b", token: tokens["attacker, for agents"], code: 403, says: "may not get /gpus"},
+		"a tenant's token for the agents":           {path: gpus.Path, token: tokens["attacker, for agents"], code: 403, says: `"system:serviceaccount:team-b:attacker" may not get /gpus`},
+		"Prometheus on /gpus":                       {path: gpus.Path, token: tokens["prometheus"], code: 401, says: "for audience " + gpus.Audience},
+		"the controller's token for the API server": {path: gpus.Path, token: tokens["controller, for API"], code: 401, says: "for audience " + gpus.Audience},
+		"the controller on /metrics":                {path: "/metrics", token: tokens["controller, for API"], code: 403, says: "may not get /metrics"},
+		"the controller's agents token on /metrics": {path: "/metrics", token: tokens["controller"], code: 401, says: "does not vouch"},
+		"the controller":                            {path: gpus.Path, token: tokens["controller"], code: 200, says: `"node":"na-gpu-1"`},
+		"Prometheus":                                {path: "/metrics", token: tokens["prometheus"], code: 200, says: "taugrid_nodeagent_nvml_up"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -90,7 +106,9 @@ func TestTheNodeAgentAnswersOnlyWhomTheClusterVouchesFor(t *testing.T) {
 	t.Run("the controller's reader, with and without its token", func(t *testing.T) {
 		addr := agentPodAt(t, "na-system", "na-gpu-1", "10.77.0.9")
 		hc, _ := routedTo(addr, srv)
-		agents := &runctrl.NodeAgents{Reader: k8s, Namespace: "na-system", HTTP: hc,
+		// The agents found as cmd/tau-controller finds them: its cache of
+		// the agents' pods, under the chart's RBAC for the controller.
+		agents := &runctrl.NodeAgents{Reader: agentPods(t, controllerCfg, "na-system", "na-gpu-1"), Namespace: "na-system", HTTP: hc,
 			Token: oauth2.StaticTokenSource(&oauth2.Token{AccessToken: tokens["controller"]})}
 		if reps, unread := agents.Reports(ctx, "team-a", []string{"na-gpu-1"}); reps["na-gpu-1"] == nil || len(unread) != 0 {
 			t.Errorf("with the controller's token: reports %v, unread %v; want na-gpu-1's report", reps, unread)
@@ -165,7 +183,11 @@ func guardedAgent(t *testing.T, node string) *httptest.Server {
 		UserName: "system:serviceaccount:" + chart.Namespace + ":tau-nodeagent",
 		Groups:   []string{"system:serviceaccounts", "system:serviceaccounts:" + chart.Namespace, "system:authenticated"},
 	}
-	guard := nodeagent.NewGuard(kubernetes.NewForConfigOrDie(as), nodeagent.DefaultGuardConfig(), nil, nil)
+	// Each case is a token the agent has not seen: more than the
+	// default burst of reviews (its bound is nodeagent's own tests').
+	gc := nodeagent.DefaultGuardConfig()
+	gc.ReviewBurst = 32
+	guard := nodeagent.NewGuard(kubernetes.NewForConfigOrDie(as), gc, nil, nil)
 	srv := httptest.NewServer(agent.Handler(reg, guard))
 	t.Cleanup(srv.Close)
 	return srv

@@ -17,7 +17,12 @@ import (
 	"github.com/taugrid/taugrid/api/gpus"
 	"golang.org/x/oauth2"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/transport"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -46,19 +51,27 @@ const MetricGPUUsageReads = "taugrid_gpu_usage_reads_total"
 // node is its tau-nodeagent pod in Namespace, reached at the pod's IP and
 // its "metrics" container port: the port the chart configures, read from
 // the pod itself. Agents' pods are not TauGrid's runs' and not in the
-// manager's cache, so Reader is the API reader, asked for one node's agent
-// at a time (a field selector), never for every pod of the cluster.
+// manager's cache; Reader finds one node's agent by a field selector on
+// spec.nodeName: in cmd/tau-controller, AgentPods, a cache of the agents'
+// pods alone, so a reading sends the API server nothing (a pod list a
+// reading when it was looked up there: 1.8 a run in hack/scale). An
+// address the cache still holds for a moment after its pod is gone gets
+// only a token no API server takes (below), and an answer must name its
+// node.
 //
 // Agents answer only callers the cluster vouches for: each request carries
-// Token, the controller's own ServiceAccount token, which the agent checks
-// with a TokenReview and a SubjectAccessReview (get on /gpus, which the
-// chart's ClusterRole grants the controller).
+// Token, the controller's own ServiceAccount token for the agents'
+// audience (gpus.Audience), which the agent checks with a TokenReview for
+// that audience and a SubjectAccessReview (get on /gpus, which the chart's
+// ClusterRole grants the controller). The API server takes that token
+// from no one, so whoever answers at an agent's address gets nothing it
+// can act as the controller with.
 type NodeAgents struct {
 	Reader    client.Reader
 	Namespace string
-	// Token is the bearer token of every request: in a pod,
-	// ServiceAccountToken's file, read again as the kubelet rotates it.
-	// nil: none (an agent then answers 401).
+	// Token is the bearer token of every request: in a pod, the token
+	// the chart projects for gpus.Audience (NodeAgentTokenFile), read
+	// again as the kubelet rotates it. nil: none (an agent answers 401).
 	Token oauth2.TokenSource
 	// HTTP asks the agents; nil: a client with agentTimeout that follows no
 	// redirect (the token is for the agent, no one else).
@@ -67,9 +80,10 @@ type NodeAgents struct {
 	Reads *prometheus.CounterVec
 }
 
-// ServiceAccountTokenFile is where the kubelet projects a pod's
-// ServiceAccount token, which it rotates before it expires.
-const ServiceAccountTokenFile = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+// NodeAgentTokenFile is where the chart has the kubelet project the
+// controller's ServiceAccount token for gpus.Audience, which it rotates
+// before it expires.
+const NodeAgentTokenFile = "/var/run/secrets/taugrid.dev/node-agent/token"
 
 // ServiceAccountToken reads the token at path, again at most a minute after
 // it last did (client-go's cached file token source, as its in-cluster
@@ -168,6 +182,46 @@ func (n *NodeAgents) request(ctx context.Context, u url.URL) (*http.Request, err
 	}
 	tok.SetAuthHeader(req)
 	return req, nil
+}
+
+// AgentPods is a cache of the node agents' pods only: those in namespace
+// labelled as the chart labels them, indexed by spec.nodeName for
+// NodeAgents.Reader, and slimmed to what agentOf reads. It is a runnable
+// (add it to the manager, which starts it). A pod that goes away is out of
+// it when its watch says so; agentOf skips one being deleted or not
+// Running.
+func AgentPods(cfg *rest.Config, scheme *runtime.Scheme, namespace string) (cache.Cache, error) {
+	c, err := cache.New(cfg, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{
+		&corev1.Pod{}: {
+			Namespaces: map[string]cache.Config{namespace: {}},
+			Label:      labels.SelectorFromSet(labels.Set{NodeAgentLabel: NodeAgentName}),
+			Transform:  slimAgentPod,
+		},
+	}})
+	if err != nil {
+		return nil, err
+	}
+	err = c.IndexField(context.Background(), &corev1.Pod{}, "spec.nodeName", func(o client.Object) []string {
+		return []string{o.(*corev1.Pod).Spec.NodeName}
+	})
+	return c, err
+}
+
+// slimAgentPod keeps of an agent's pod what agentOf reads: its name,
+// labels, deletion, node, phase, IP and its containers' ports.
+func slimAgentPod(obj any) (any, error) {
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	slim := &corev1.Pod{TypeMeta: p.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, UID: p.UID,
+		ResourceVersion: p.ResourceVersion, Labels: p.Labels, DeletionTimestamp: p.DeletionTimestamp},
+		Spec:   corev1.PodSpec{NodeName: p.Spec.NodeName},
+		Status: corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP}}
+	for _, c := range p.Spec.Containers {
+		slim.Spec.Containers = append(slim.Spec.Containers, corev1.Container{Name: c.Name, Ports: c.Ports})
+	}
+	return slim, nil
 }
 
 // agentOf is the address of the running agent pod on node, "" if none.

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,6 +43,17 @@ type apiRequests struct {
 }
 
 type listedObjects struct{ lists, read, returned float64 }
+
+// profile saves the API server's CPU profile over d to file (its
+// /debug/pprof, on by default, read with the harness's admin credentials).
+func (c *cluster) profile(ctx context.Context, file string, d time.Duration) error {
+	body, err := c.kube.RESTClient().Get().AbsPath("/debug/pprof/profile").
+		Param("seconds", strconv.Itoa(int(d.Seconds()))).Timeout(d + time.Minute).DoRaw(ctx)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(file, body, 0o644)
+}
 
 func (c *cluster) requests(ctx context.Context) (apiRequests, error) {
 	r := apiRequests{at: time.Now(), count: map[string]float64{}, listed: map[string]listedObjects{}}

@@ -13,7 +13,7 @@
 // run (a counting forge stand-in), git operations per minute; then the
 // submission rate, the time to drain, and the idle polls' CPU. The
 // controller's heap, goroutines and a 20 s CPU profile at each checkpoint
-// are saved in -out.
+// are saved in -out, with a 20 s CPU profile of the API server.
 //
 //	make scale SCALE_FLAGS='-nodes 100 -repos 100 -runs 1000'
 package main
@@ -349,7 +349,9 @@ func (h *harness) progress(c, prev counters) {
 }
 
 // profileAt saves the controller's heap and goroutines at a checkpoint,
-// then a 20 s CPU profile in the background.
+// then a 20 s CPU profile of the controller and one of the API server in
+// the background (the API server is the ceiling: its profile says which
+// requests cost it most).
 func (h *harness) profileAt(ctx context.Context, ended int) {
 	name := func(kind string) string { return filepath.Join(h.cfg.out, fmt.Sprintf("%s-%d.pprof", kind, ended)) }
 	for kind, d := range map[string]time.Duration{"heap": 0, "goroutine": -1} {
@@ -360,6 +362,11 @@ func (h *harness) profileAt(ctx context.Context, ended int) {
 	go func() {
 		if err := h.ctrl.profile(name("cpu"), 20*time.Second); err != nil && ctx.Err() == nil {
 			h.logf("CPU profile: %v", err)
+		}
+	}()
+	go func() {
+		if err := h.cluster.profile(ctx, name("apiserver-cpu"), 20*time.Second); err != nil && ctx.Err() == nil {
+			h.logf("the API server's CPU profile: %v", err)
 		}
 	}()
 }

@@ -1,15 +1,21 @@
 package chart
 
 import (
+	"fmt"
+	"path"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/taugrid/taugrid/api/gpus"
+	runctrl "github.com/taugrid/taugrid/controllers/run"
+	appsv1 "k8s.io/api/apps/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 )
 
 // TestOnlyTheControllerAndPrometheusReachTheNodeAgents: a tenant's pod on
@@ -166,6 +172,42 @@ func TestThePlatformTeamIsToldHowToPrintTheAttestationKey(t *testing.T) {
 	for _, verb := range []string{"get", "create"} {
 		if !grants(role.Rules, "", "secrets", "", verb) {
 			t.Errorf("the controller's Role in %s does not grant %s on secrets", role.Namespace, verb)
+		}
+	}
+}
+
+// TestTheControllerReadsTheAgentsWithATokenForThemAlone: with the node
+// agents on, the controller's pod holds a ServiceAccount token for the
+// agents' audience (gpus.Audience), which the API server takes from no
+// one, where --node-agent-token-file reads it by default, rotated by the
+// kubelet; with them off, none.
+func TestTheControllerReadsTheAgentsWithATokenForThemAlone(t *testing.T) {
+	d := convert[appsv1.Deployment](t, render(t, nil).Find("Deployment", "tau-controller"))
+	var got []string
+	for _, v := range d.Spec.Template.Spec.Volumes {
+		if v.Projected == nil {
+			continue
+		}
+		for _, src := range v.Projected.Sources {
+			if tok := src.ServiceAccountToken; tok != nil {
+				got = append(got, fmt.Sprintf("%s: %s, %ds, %s", v.Name, tok.Audience, ptr.Deref(tok.ExpirationSeconds, 0), tok.Path))
+			}
+		}
+	}
+	for _, m := range d.Spec.Template.Spec.Containers[0].VolumeMounts {
+		if m.Name == "node-agent-token" {
+			got = append(got, fmt.Sprintf("mounted at %s, read-only %v", path.Join(m.MountPath, "token"), m.ReadOnly))
+		}
+	}
+	want := []string{"node-agent-token: " + gpus.Audience + ", 3600s, token", "mounted at " + runctrl.NodeAgentTokenFile + ", read-only true"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the controller's token for the agents (-want +got):\n%s", diff)
+	}
+
+	off := convert[appsv1.Deployment](t, render(t, map[string]any{"nodeAgent": map[string]any{"enabled": false}}).Find("Deployment", "tau-controller"))
+	for _, v := range off.Spec.Template.Spec.Volumes {
+		if v.Name == "node-agent-token" {
+			t.Error("with the node agents off, the controller still holds a token for them")
 		}
 	}
 }

@@ -2,11 +2,14 @@ package run
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/runs"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 
 	"github.com/taugrid/taugrid/controllers/shared"
 )
@@ -63,11 +66,52 @@ func (r *RunReconciler) detailWait(base, run *taugridv1.TauRun) time.Duration {
 	if r.DetailInterval <= 0 || !detailOnly(&base.Status, &run.Status) {
 		return 0
 	}
-	at, ok := shared.MemoOf(&r.statusWrites).Get(types.NamespacedName{Namespace: run.Namespace, Name: run.Name})
-	if !ok {
-		return 0
+	key := types.NamespacedName{Namespace: run.Namespace, Name: run.Name}
+	var wait time.Duration
+	if at, ok := shared.MemoOf(&r.statusWrites).Get(key); ok {
+		wait = r.detailInterval(run) - r.Clock.Now().Sub(at)
 	}
-	return max(0, r.detailInterval(run)-r.Clock.Now().Sub(at))
+	if since, ok := shared.MemoOf(&r.ownChecks).Get(key); ok {
+		wait = max(wait, ownCheckHold-r.Clock.Now().Sub(since))
+	}
+	return max(0, wait)
+}
+
+// ownCheckHold is how long a queued run's workload may wait, its quota
+// reserved, on TauGrid's own admission checks alone (taugrid-policy-<platform>;
+// none, when all are ready and Kueue is about to admit) before the run
+// says so: the check decides in about a second, Kueue then admits, and the
+// run's next write is its Admitted phase, not a sentence about a wait
+// TauGrid itself ends. A check that takes longer (one that cannot read
+// the Job now) is written then, as any wait.
+const ownCheckHold = 5 * time.Second
+
+// noteOwnCheck records when the run was first seen waiting on TauGrid's
+// own checks alone (own), and forgets it once it waits on anything else.
+func (r *RunReconciler) noteOwnCheck(run *taugridv1.TauRun, own bool) {
+	key := types.NamespacedName{Namespace: run.Namespace, Name: run.Name}
+	memo := shared.MemoOf(&r.ownChecks)
+	if !own {
+		memo.Forget(key)
+		return
+	}
+	if _, ok := memo.Get(key); !ok {
+		memo.Put(key, r.Clock.Now())
+	}
+}
+
+// waitsOnOwnCheck: ex says wl holds its quota and waits for admission
+// checks, and every check not ready yet is TauGrid's own.
+func waitsOnOwnCheck(ex runs.Explanation, wl *kueue.Workload) bool {
+	if ex.Kind != runs.WaitAdmissionChecks || wl == nil {
+		return false
+	}
+	for _, ac := range wl.Status.AdmissionChecks {
+		if ac.State != kueue.CheckStateReady && !strings.HasPrefix(string(ac.Name), taugridv1.PolicyAdmissionCheck+"-") {
+			return false
+		}
+	}
+	return true
 }
 
 // detailInterval is DetailInterval for a phase entered a moment ago, and
@@ -92,6 +136,7 @@ func (r *RunReconciler) noteWrite(run *taugridv1.TauRun) {
 	if run.Status.Phase.Final() {
 		shared.MemoOf(&r.statusWrites).Forget(key)
 		shared.MemoOf(&r.usageReads).Forget(key)
+		shared.MemoOf(&r.ownChecks).Forget(key)
 		return
 	}
 	shared.MemoOf(&r.statusWrites).Put(key, r.Clock.Now())

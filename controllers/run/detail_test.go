@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
 
 // A run passing through its start writes its status at each phase, not at
@@ -164,5 +165,98 @@ func TestDetailWaitsLongerTheLongerTheRunHasBeenInItsPhase(t *testing.T) {
 	moved.Status.Message = "queued #1 of 2 in team-a-runs"
 	if got := w.r.detailWait(base, moved); got != 10*time.Second {
 		t.Errorf("held %s, want the 10s left of 20s (half of 40s queued)", got)
+	}
+}
+
+// A queued run whose workload holds its quota and waits on TauGrid's own
+// admission check alone does not say so unless the wait lasts
+// ownCheckHold: the check decides, Kueue admits, and the next write is the
+// Admitted phase. A check that takes longer is written then; a wait on
+// another controller's check is written as any detail.
+func TestAWaitOnTauGridsOwnCheckIsWrittenOnlyIfItLasts(t *testing.T) {
+	ctx := context.Background()
+	// reserve has Kueue reserve the workload's quota, checks pending.
+	reserve := func(t *testing.T, w *runWorld, checks ...string) {
+		t.Helper()
+		wl := workloadOf(false)
+		if err := w.c.Get(ctx, client.ObjectKeyFromObject(wl), wl); err != nil {
+			t.Fatal(err)
+		}
+		wl.Status.Conditions = []metav1.Condition{{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionTrue, Reason: "QuotaReserved",
+			LastTransitionTime: metav1.NewTime(w.r.Clock.Now())}}
+		for _, name := range checks {
+			wl.Status.AdmissionChecks = append(wl.Status.AdmissionChecks, kueue.AdmissionCheckState{
+				Name: kueue.AdmissionCheckReference(name), State: kueue.CheckStatePending, LastTransitionTime: metav1.NewTime(w.r.Clock.Now())})
+		}
+		if err := w.c.Status().Update(ctx, wl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type step struct {
+		after  time.Duration
+		admit  bool   // Kueue admits the workload before this look
+		writes int    // status writes so far
+		says   string // the run's message after this look
+	}
+	cases := map[string]struct {
+		checks []string
+		steps  []step
+	}{
+		"decided in a second": {checks: []string{"taugrid-policy-p"}, steps: []step{
+			{writes: 0, says: "queued"},
+			{after: time.Second, admit: true, writes: 1, says: "admitted"},
+		}},
+		"a check that lasts": {checks: []string{"taugrid-policy-p"}, steps: []step{
+			{writes: 0, says: "queued"},
+			{after: 3 * time.Second, writes: 0, says: "queued"},
+			{after: 2 * time.Second, writes: 1, says: "waiting for admission checks: taugrid-policy-p"},
+		}},
+		"another controller's check": {checks: []string{"taugrid-policy-p", "provisioning"}, steps: []step{
+			{writes: 1, says: "waiting for admission checks: taugrid-policy-p, provisioning"},
+		}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			waiting := workloadOf(false)
+			waiting.Status.Conditions = nil // in the queue, no quota yet
+			w := newRunWorld(t, nil, submitted(taugridv1.PhaseQueued), job(builders.MakeJob("r1-1", ns)), waiting)
+			w.r.DetailInterval = 2 * time.Second
+			if _, err := w.reconcile(t, "r1"); err != nil {
+				t.Fatal(err)
+			}
+			queued := w.run(t, "r1")
+			if !strings.HasPrefix(queued.Status.Message, "queued") {
+				t.Fatalf("the run in the queue says %q", queued.Status.Message)
+			}
+			w.after(time.Minute) // its last write long ago
+			reserve(t, w, tc.checks...)
+			writes, last := 0, queued.ResourceVersion
+			for i, s := range tc.steps {
+				w.after(s.after)
+				if s.admit {
+					wl := workloadOf(true)
+					if err := w.c.Get(ctx, client.ObjectKeyFromObject(wl), wl); err != nil {
+						t.Fatal(err)
+					}
+					wl.Status.Conditions = append(wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadAdmitted, Status: metav1.ConditionTrue,
+						Reason: "Admitted", LastTransitionTime: metav1.NewTime(w.r.Clock.Now())})
+					wl.Status.AdmissionChecks[0].State = kueue.CheckStateReady
+					if err := w.c.Status().Update(ctx, wl); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if _, err := w.reconcile(t, "r1"); err != nil {
+					t.Fatal(err)
+				}
+				got := w.run(t, "r1")
+				if got.ResourceVersion != last {
+					writes++
+					last = got.ResourceVersion
+				}
+				if writes != s.writes || !strings.Contains(got.Status.Message, s.says) {
+					t.Errorf("look %d: %d writes, message %q; want %d saying %q", i, writes, got.Status.Message, s.writes, s.says)
+				}
+			}
+		})
 	}
 }

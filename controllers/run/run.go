@@ -111,6 +111,7 @@ type RunReconciler struct {
 	planned   *shared.Memo[types.UID, plannedLimits] // see limits
 
 	statusWrites *shared.Memo[types.NamespacedName, time.Time] // see detailWait
+	ownChecks    *shared.Memo[types.NamespacedName, time.Time] // see noteOwnCheck
 	usageReads   *shared.Memo[types.NamespacedName, usageRead] // see reconcileGPUUsage
 
 	waiting *lru.Cache // see waitingSlots
@@ -143,6 +144,7 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 			shared.WrittenOf(&r.Written).Forget(req.NamespacedName)
 			shared.MemoOf(&r.statusWrites).Forget(req.NamespacedName)
 			shared.MemoOf(&r.usageReads).Forget(req.NamespacedName)
+			shared.MemoOf(&r.ownChecks).Forget(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -724,6 +726,8 @@ type phaseCheck struct {
 func (r *RunReconciler) checkPhase(ctx context.Context, run *taugridv1.TauRun, obs Observed, p *Progress) (phaseCheck, error) {
 	var c phaseCheck
 	var err error
+	own := false
+	defer func() { r.noteOwnCheck(run, own) }()
 	switch p.Phase {
 	case taugridv1.PhaseQueued:
 		if obs.Workload != nil {
@@ -731,6 +735,7 @@ func (r *RunReconciler) checkPhase(ctx context.Context, run *taugridv1.TauRun, o
 		}
 		ex, dispatched := r.explainDispatched(ctx, obs.Workload, runs.ExplainWait(obs.Workload, c.queue))
 		c.wait, p.Message = &ex, ex.Short
+		own = waitsOnOwnCheck(ex, obs.Workload)
 		var after time.Duration
 		if c.done, after, err = r.queueDeadlines(ctx, run, ex); err == nil {
 			c.recheck = sooner(after, dispatched)

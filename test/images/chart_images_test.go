@@ -96,10 +96,11 @@ func apply(t *testing.T, c client.Client, r *chart.Rendered, kinds ...string) {
 
 // serviceAccountDir is what the kubelet mounts at
 // /var/run/secrets/kubernetes.io/serviceaccount: a token of sa, the API
-// server's CA and the namespace.
-func serviceAccountDir(t *testing.T, env *controlplane.Env, ns, sa string) string {
+// server's CA and the namespace. With audiences, it is a projected
+// token's volume: a token of sa for them.
+func serviceAccountDir(t *testing.T, env *controlplane.Env, ns, sa string, audiences ...string) string {
 	t.Helper()
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600))}}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(3600)), Audiences: audiences}}
 	acct := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa, Namespace: ns}}
 	if err := env.Client.SubResource("token").Create(context.Background(), acct, tr); err != nil {
 		t.Fatal(err)

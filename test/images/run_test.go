@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"strings"
 
+	"github.com/taugrid/taugrid/api/gpus"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/gitsource/gittest"
 	"github.com/taugrid/taugrid/test/chart"
@@ -103,7 +104,9 @@ func TestTheChartRunsItsOwnImages(t *testing.T) {
 func runController(t *testing.T, p *podman, env *controlplane.Env, r *chart.Rendered, ports []int) {
 	t.Helper()
 	ctr, podSec := deployment(t, r)
-	vols := map[string]string{"cache": emptyDir(t), "tmp": emptyDir(t)}
+	vols := map[string]string{"cache": emptyDir(t), "tmp": emptyDir(t),
+		// As the chart projects it: the controller's token for the agents.
+		"node-agent-token": serviceAccountDir(t, env, chart.Namespace, "tau-controller", gpus.Audience)}
 	args := runArgs(t, ctr, podSec, pod{env: map[string]string{"metadata.namespace": chart.Namespace}, volumes: vols,
 		extra: inCluster(t, env)})
 	sa := "--volume=" + serviceAccountDir(t, env, chart.Namespace, "tau-controller") + ":/var/run/secrets/kubernetes.io/serviceaccount:ro"

@@ -726,8 +726,6 @@ type phaseCheck struct {
 func (r *RunReconciler) checkPhase(ctx context.Context, run *taugridv1.TauRun, obs Observed, p *Progress) (phaseCheck, error) {
 	var c phaseCheck
 	var err error
-	own := false
-	defer func() { r.noteOwnCheck(run, own) }()
 	switch p.Phase {
 	case taugridv1.PhaseQueued:
 		if obs.Workload != nil {
@@ -735,7 +733,6 @@ func (r *RunReconciler) checkPhase(ctx context.Context, run *taugridv1.TauRun, o
 		}
 		ex, dispatched := r.explainDispatched(ctx, obs.Workload, runs.ExplainWait(obs.Workload, c.queue))
 		c.wait, p.Message = &ex, ex.Short
-		own = waitsOnOwnCheck(ex, obs.Workload)
 		var after time.Duration
 		if c.done, after, err = r.queueDeadlines(ctx, run, ex); err == nil {
 			c.recheck = sooner(after, dispatched)
@@ -755,6 +752,7 @@ func (r *RunReconciler) checkPhase(ctx context.Context, run *taugridv1.TauRun, o
 			p.Phase = taugridv1.PhaseFailed
 		}
 	}
+	r.noteOwnCheck(run, c.wait != nil && waitsOnOwnCheck(*c.wait, obs.Workload))
 	return c, err
 }
 

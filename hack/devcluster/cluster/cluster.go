@@ -186,7 +186,7 @@ func (c *Cluster) Down(ctx context.Context, out io.Writer) error {
 	if c.exists() {
 		errs = append(errs, c.kwokctl(ctx, "delete", "cluster"))
 	}
-	if left := processesUsing(c.Dir); len(left) > 0 {
+	if left := exited(c.Dir, exitGrace); len(left) > 0 {
 		killAll(left)
 		errs = append(errs, fmt.Errorf("had to kill processes still using %s: %v", c.Dir, left))
 	}

@@ -201,6 +201,23 @@ func processesUsing(dir string) []int {
 	return pids
 }
 
+// exitGrace is how long Down gives the cluster's processes to exit once
+// told to: kwokctl signals its components and returns without waiting
+// (make demo once found one still exiting and failed for it).
+const exitGrace = 10 * time.Second
+
+// exited waits up to grace for the processes using dir to exit and lists
+// those still alive then.
+func exited(dir string, grace time.Duration) []int {
+	deadline := time.Now().Add(grace)
+	left := processesUsing(dir)
+	for len(left) > 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+		left = processesUsing(dir)
+	}
+	return left
+}
+
 func killAll(pids []int) {
 	var wg sync.WaitGroup
 	for _, pid := range pids {

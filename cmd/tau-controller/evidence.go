@@ -76,7 +76,10 @@ func setupEvidence(mgr manager.Manager, cfg *rest.Config, git *gitsource.Client,
 	if err != nil {
 		return nil, nil, err
 	}
-	keys := attestationKeys(direct, o)
+	keys, err := attestationKeys(mgr, cfg, direct, o)
+	if err != nil {
+		return nil, nil, err
+	}
 	book, err := sealing.NewEventBook(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -119,15 +122,23 @@ func evidenceLinks(c client.Client, o options) (*evidence.Links, error) {
 
 // attestationKeys reads (or creates) the key that signs attestations at
 // start, so that the platform team can print its public key at once; a
-// key that does not parse is reported here and stops every seal.
-func attestationKeys(c client.Client, o options) *sealing.AttestationKeys {
-	keys := &sealing.AttestationKeys{Client: c, Namespace: o.namespace, Name: o.evidence.attestationKeySecret}
+// key that does not parse is reported here and stops every seal. Each
+// seal then reads the key's Secret from a watch of it alone.
+func attestationKeys(mgr manager.Manager, cfg *rest.Config, c client.Client, o options) (*sealing.AttestationKeys, error) {
+	watched, err := sealing.KeySecretCache(cfg, mgr.GetScheme(), o.namespace, o.evidence.attestationKeySecret)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(watched); err != nil {
+		return nil, err
+	}
+	keys := &sealing.AttestationKeys{Client: c, Cache: watched, Namespace: o.namespace, Name: o.evidence.attestationKeySecret}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := keys.Key(ctx); err != nil {
 		ctrl.Log.WithName("evidence").Error(err, "the attestation key cannot sign: no bundle is sealed until it can")
 	}
-	return keys
+	return keys, nil
 }
 
 func evidenceStore(eo evidenceOptions) (evidence.Store, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/taugrid/taugrid/clusters"
 	platformctrl "github.com/taugrid/taugrid/controllers/platform"
 	runctrl "github.com/taugrid/taugrid/controllers/run"
+	"github.com/taugrid/taugrid/controllers/sealing"
 	"github.com/taugrid/taugrid/controllers/shared"
 	"github.com/taugrid/taugrid/evidence"
 	"github.com/taugrid/taugrid/render"
@@ -127,7 +128,9 @@ func (a *apiRequests) counts(t *testing.T) (n, conflict map[string]int) {
 // from its book of the cluster's events (sealing.EventBook), not a list;
 // 17 before the agents' pods were cached (a pod list a GPU reading, sent
 // only once the controller's token for the agents was one the API server
-// takes from no one: gpus.Audience).
+// takes from no one: gpus.Audience). The seal also read the attestation
+// key's Secret, with a client this count did not see (17 then): the key is
+// now read from a watch of it alone (sealing.KeySecretCache), and counted.
 const (
 	runRequestBudget = 16
 	runWriteBudget   = 6 // the TauRun's creation and its status writes
@@ -186,7 +189,8 @@ func TestOneRunsWholeLifeStaysWithinItsAPIRequestBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	// As cmd/tau-controller: Events posted, the admission check decided,
-	// evidence sealed.
+	// evidence sealed, signed with the key read from its watch.
+	var keys *sealing.AttestationKeys
 	m := startManagerWith(t, func(mgr ctrl.Manager, c *controllers) {
 		c.admission, c.realEvents = true, true
 		c.run.Recorder = mgr.GetEventRecorder("tau-run")
@@ -199,6 +203,7 @@ func TestOneRunsWholeLifeStaysWithinItsAPIRequestBudget(t *testing.T) {
 		// itself is controllers/run's detail tests'.
 		c.run.DetailInterval = time.Hour
 		c.sealer = newSealer(t, mgr, c.run, st, mgr.GetEventRecorder("tau-evidence"))
+		keys = c.sealer.Attestations.(*sealing.AttestationKeys)
 		// The running attempt's GPUs read, its node's agent looked for in
 		// the agents' cache (there is none here: the reading says so).
 		agents, err := runctrl.AgentPods(mgr.GetConfig(), mgr.GetScheme(), "bud-agents")
@@ -213,6 +218,7 @@ func TestOneRunsWholeLifeStaysWithinItsAPIRequestBudget(t *testing.T) {
 	managerTransport = nil
 	defer m.stop()
 	awaitStartupWrites(t, f, plat)
+	awaitAttestationKey(t, keys) // as cmd/tau-controller, at its start
 	counted.start(t)
 
 	f.research.runRef("one", "target: default\n")

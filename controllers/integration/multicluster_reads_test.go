@@ -167,7 +167,7 @@ func newSealer(t *testing.T, mgr ctrl.Manager, r *runctrl.RunReconciler, st evid
 	return &sealing.EvidenceRecorder{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Events: book,
 		Logs:  runs.PodLogs{Pods: kubernetes.NewForConfigOrDie(mgr.GetConfig()).CoreV1()},
 		Files: r.Files, Policies: r.Policies.(*policy.PolicyStore), Store: st, Clock: r.Clock, Recorder: rec,
-		Clusters: r.Clusters, Attestations: &sealing.AttestationKeys{Client: k8s, Namespace: metav1.NamespaceDefault, Name: attestationKeySecret}}
+		Clusters: r.Clusters, Attestations: watchedAttestationKeys(t, mgr, metav1.NamespaceDefault, attestationKeySecret)}
 }
 
 // workerPodOf waits for the one pod of the run's attempt on worker w to be

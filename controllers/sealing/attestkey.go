@@ -3,15 +3,22 @@ package sealing
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
 	"github.com/taugrid/taugrid/evidence"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// +kubebuilder:rbac:groups="",namespace=taugrid-system,resources=secrets,verbs=get;create
+// +kubebuilder:rbac:groups="",namespace=taugrid-system,resources=secrets,verbs=get;create;list;watch
 
 // Fields of the attestation key's Secret.
 const (
@@ -25,12 +32,18 @@ const (
 // AttestationKeys reads the key that signs every sealed bundle's
 // attestation from a Secret in the controller's namespace, creating one
 // with a fresh key when there is none. It is read at every seal, so a key
-// the platform team replaces signs from the next seal on, and a key that
-// cannot be parsed stops sealing rather than let a bundle go unsigned.
+// the platform team replaces signs from the next seal on (once the watch
+// has brought it: Cache), and a key that cannot be parsed stops sealing
+// rather than let a bundle go unsigned.
 type AttestationKeys struct {
-	// Client reads the Secret and creates it: an uncached client, so that
-	// no informer lists every Secret of the cluster.
-	Client          client.Client
+	// Client creates the Secret, and reads it when Cache is not set or
+	// not started: an uncached client, so that no informer lists every
+	// Secret of the cluster.
+	Client client.Client
+	// Cache, when set, watches the Secret alone (KeySecretCache): a seal
+	// reads it there, sending the API server nothing. Without it each seal
+	// read the Secret, one request a run (hack/scale, 10,000 runs).
+	Cache           client.Reader
 	Namespace, Name string
 
 	mu     sync.Mutex
@@ -69,10 +82,39 @@ func (a *AttestationKeys) PublicKey(ctx context.Context) ([]byte, string, error)
 	return k.PublicPEM, k.Fingerprint, nil
 }
 
-// secret reads the Secret, or creates it with a fresh key.
+// secret reads the Secret, from Cache when it holds it, or creates it
+// with a fresh key.
 func (a *AttestationKeys) secret(ctx context.Context) (*corev1.Secret, error) {
+	if a.Cache != nil {
+		s := &corev1.Secret{}
+		err := a.Cache.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: a.Name}, s)
+		var notStarted *cache.ErrCacheNotStarted
+		switch {
+		case err == nil:
+			return s, nil
+		case apierrors.IsNotFound(err), errors.As(err, &notStarted):
+			// None yet, or deleted: made (or read, should another replica
+			// have made it) around the cache. Before the manager starts:
+			// read around it.
+		default:
+			return nil, fmt.Errorf("reading the attestation key %s/%s: %w", a.Namespace, a.Name, err)
+		}
+	}
 	return generatedSecret(ctx, a.Client, a.Namespace, a.Name, "the attestation key", func() (map[string][]byte, error) {
 		priv, pub, err := evidence.NewAttestationKeyPEM()
 		return map[string][]byte{AttestationPrivateField: priv, AttestationPublicField: pub}, err
 	})
+}
+
+// KeySecretCache is a cache of one Secret, namespace/name, for
+// AttestationKeys.Cache: it lists and watches that Secret alone (a field
+// selector on its name), so the controller holds no other Secret. It is a
+// runnable: add it to the manager, which starts it.
+func KeySecretCache(cfg *rest.Config, scheme *runtime.Scheme, namespace, name string) (cache.Cache, error) {
+	return cache.New(cfg, cache.Options{Scheme: scheme, ByObject: map[client.Object]cache.ByObject{
+		&corev1.Secret{}: {
+			Namespaces: map[string]cache.Config{namespace: {}},
+			Field:      fields.OneTermEqualSelector("metadata.name", name),
+		},
+	}})
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -22,6 +23,11 @@ type Fingerprint struct {
 	Digest string
 	// Fields are the first 12 hex digits of each field's digest, by path.
 	Fields map[string]string
+	// Labels is "sha256:" and the hex SHA-256 of the labels alone
+	// (LabelsDigest): with the object's generation, which the API server
+	// moves at every change of the spec, it proves an object that a cache
+	// keeps without its pod templates unchanged.
+	Labels string
 }
 
 // ignoredSpec are the spec fields Kueue itself writes while it holds a
@@ -36,18 +42,39 @@ func FingerprintOf(obj runtime.Object) (Fingerprint, error) {
 	if err != nil {
 		return Fingerprint{}, err
 	}
-	full := map[string][]byte{}
-	meta, _ := u["metadata"].(map[string]any)
-	labels, _ := meta["labels"].(map[string]any)
-	for k, v := range labels {
-		leaf(full, "metadata.labels["+k+"]", v)
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return Fingerprint{}, err
 	}
+	full := labelFields(m.GetLabels())
+	labels, _ := digestOf(full)
 	spec, _ := u["spec"].(map[string]any)
 	for k, v := range spec {
 		if !ignoredSpec[k] {
 			walk(full, "spec."+k, k, v)
 		}
 	}
+	digest, fields := digestOf(full)
+	return Fingerprint{Digest: digest, Fields: fields, Labels: labels}, nil
+}
+
+// LabelsDigest is Fingerprint.Labels of an object with these labels.
+func LabelsDigest(labels map[string]string) string {
+	d, _ := digestOf(labelFields(labels))
+	return d
+}
+
+func labelFields(labels map[string]string) map[string][]byte {
+	out := map[string][]byte{}
+	for k, v := range labels {
+		leaf(out, "metadata.labels["+k+"]", v)
+	}
+	return out
+}
+
+// digestOf is "sha256:" and the hex SHA-256 over the paths in order and
+// the digests of their values, and the first 12 hex digits of each.
+func digestOf(full map[string][]byte) (string, map[string]string) {
 	sum := sha256.New()
 	fields := make(map[string]string, len(full))
 	for _, path := range slices.Sorted(maps.Keys(full)) {
@@ -55,7 +82,7 @@ func FingerprintOf(obj runtime.Object) (Fingerprint, error) {
 		fmt.Fprintf(sum, "%s\x00%x\n", path, d)
 		fields[path] = hex.EncodeToString(d[:])[:12]
 	}
-	return Fingerprint{Digest: "sha256:" + hex.EncodeToString(sum.Sum(nil)), Fields: fields}, nil
+	return "sha256:" + hex.EncodeToString(sum.Sum(nil)), fields
 }
 
 // walk records v at path: a pod template by its metadata and spec fields,

@@ -124,6 +124,18 @@ type WorkloadStatus struct {
 	// when Digest no longer holds. They prove nothing alone.
 	// +optional
 	Fields map[string]string `json:"fields,omitempty"`
+	// Generation is the object's metadata.generation when Digest was
+	// taken. The API server moves it at every change of the spec, so while
+	// it stands and LabelsDigest holds, the object is still what Digest
+	// was taken of: the policy admission check then judges it from the
+	// controller's cache, which keeps no pod templates, instead of reading
+	// it whole from the API server.
+	// +optional
+	Generation int64 `json:"generation,omitempty"`
+	// LabelsDigest is the SHA-256 of the object's labels alone, as Digest
+	// was taken.
+	// +optional
+	LabelsDigest string `json:"labelsDigest,omitempty"`
 }
 
 // Attempt is one try at running the run.

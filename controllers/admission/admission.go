@@ -38,8 +38,9 @@ const ControllerName = taugridv1.PolicyCheckController
 // on it.
 type Check struct {
 	client.Client
-	// APIReader reads Jobs and RayJobs whole: the cache keeps no pod
-	// templates (shared.CacheTransform).
+	// APIReader reads Jobs and RayJobs whole when the cache, which keeps
+	// no pod templates (shared.CacheTransform), cannot show them unchanged
+	// (decide).
 	APIReader client.Reader
 	Clock     clock.PassiveClock
 
@@ -71,8 +72,8 @@ func (c *Check) runs() client.Reader {
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=workloads/status,verbs=get;patch
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=admissionchecks,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kueue.x-k8s.io,resources=admissionchecks/status,verbs=get;patch
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get
-// +kubebuilder:rbac:groups=ray.io,resources=rayjobs,verbs=get
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch
+// +kubebuilder:rbac:groups=ray.io,resources=rayjobs,verbs=get;list;watch
 // +kubebuilder:rbac:groups=taugrid.dev,resources=tauruns,verbs=get;list;watch
 
 // Reconcile gives the verdict on a workload whose check is Pending.

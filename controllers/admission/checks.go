@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -35,10 +36,13 @@ func waiting(format string, args ...any) *verdict {
 }
 
 // subject is what the checks look at: the workload, the object that owns
-// it, read whole from the API server, and the run that owns that.
+// it, and the run that owns that.
 type subject struct {
-	wl    *kueue.Workload
-	owner client.Object
+	wl *kueue.Workload
+	// owner is read whole from the API server, or, while cached, from the
+	// controller's cache, which keeps no pod templates.
+	owner  client.Object
+	cached bool
 	// copy is, on a worker, the Job or RayJob MultiKueue made there from
 	// owner, the manager's.
 	copy client.Object
@@ -49,8 +53,28 @@ type subject struct {
 // decide runs the chain: the first check with something to say decides;
 // a workload every check passes is Ready. Each check is a named function
 // with its attacker in its test (checks_test.go).
+//
+// The chain reads the Job or RayJob from the controller's cache first:
+// what Kueue is about to admit is the object TauGrid created while the
+// API server's count of changes to its spec (metadata.generation) and its
+// labels are as the run recorded them. Only when the cache cannot show
+// that (no such object there yet, another one, a spec changed since) is
+// the chain run again on the object read whole from the API server, which
+// names what changed. The cache lags the API server by a moment: a change
+// made in that moment is one made just after a read of the API server
+// would have been. Kueue closes that for the pod templates, with either
+// read: it deletes a workload whose Job or RayJob no longer matches its
+// pod sets, and the one it makes again waits on this check again.
 func (c *Check) decide(ctx context.Context, wl *kueue.Workload) (verdict, error) {
-	return chain(ctx, &subject{wl: wl}, "%s %s was rendered for run %s under policy commit %s and is unchanged since (%s)",
+	v, err := c.decideOn(ctx, &subject{wl: wl, cached: c.Client != nil})
+	if errors.Is(err, errReadWhole) {
+		return c.decideOn(ctx, &subject{wl: wl})
+	}
+	return v, err
+}
+
+func (c *Check) decideOn(ctx context.Context, s *subject) (verdict, error) {
+	return chain(ctx, s, "%s %s was rendered for run %s under policy commit %s and is unchanged since (%s)",
 		c.ownedByAJobOrRayJob,
 		c.ownedByARun,
 		recordedByTheRun,
@@ -58,6 +82,10 @@ func (c *Check) decide(ctx context.Context, wl *kueue.Workload) (verdict, error)
 		runStillWanted,
 	)
 }
+
+// errReadWhole: the object read from the cache does not show that it is
+// unchanged; decide reads it whole and judges again.
+var errReadWhole = errors.New("the cached object does not show it unchanged: read it whole")
 
 // chain runs steps on s in order: the first with something to say
 // decides; when none has, s is Ready, ready saying why (the run's
@@ -80,12 +108,34 @@ func chain(ctx context.Context, s *subject, ready string, steps ...func(context.
 // ownedByAJobOrRayJob: a Workload made by hand, or by any other kind of
 // object, is none TauGrid rendered.
 func (c *Check) ownedByAJobOrRayJob(ctx context.Context, s *subject) (*verdict, error) {
+	if s.cached {
+		owner, kind, ok := c.cachedOwnerOf(ctx, s.wl)
+		if !ok {
+			return nil, errReadWhole
+		}
+		s.owner, s.kind = owner, kind
+		return nil, nil
+	}
 	owner, kind, v, err := c.ownerOf(ctx, s.wl)
 	if owner == nil {
 		return v, err
 	}
 	s.owner, s.kind = owner, kind
 	return nil, nil
+}
+
+// cachedOwnerOf is the Job or RayJob that controls wl, from the
+// controller's cache, when the cache holds the very one (by UID).
+func (c *Check) cachedOwnerOf(ctx context.Context, wl *kueue.Workload) (client.Object, string, bool) {
+	ref := metav1.GetControllerOfNoCopy(wl)
+	if ref == nil {
+		return nil, "", false
+	}
+	owner := newOwner(ref.APIVersion, ref.Kind)
+	if owner == nil || c.Get(ctx, client.ObjectKey{Namespace: wl.Namespace, Name: ref.Name}, owner) != nil || owner.GetUID() != ref.UID {
+		return nil, "", false
+	}
+	return owner, ref.Kind, true
 }
 
 // ownerOf reads, whole, the Job or RayJob that controls wl in this
@@ -167,8 +217,18 @@ func recordedByTheRun(_ context.Context, s *subject) (*verdict, error) {
 }
 
 // unchangedSinceRender: the object must still hash to what the API server
-// stored when TauGrid created it; the fields that changed are named.
+// stored when TauGrid created it; the fields that changed are named. One
+// from the cache, which keeps no pod templates, must show it another way:
+// its generation, which the API server moves at every change of the
+// spec, and its labels, as the run recorded them.
 func unchangedSinceRender(_ context.Context, s *subject) (*verdict, error) {
+	if s.cached {
+		w := s.run.Status.Workload
+		if w.Generation == 0 || s.owner.GetGeneration() != w.Generation || render.LabelsDigest(s.owner.GetLabels()) != w.LabelsDigest {
+			return nil, errReadWhole
+		}
+		return nil, nil
+	}
 	return sameAsRendered(s, s.owner, "%s %s changed after TauGrid rendered it: %s")
 }
 

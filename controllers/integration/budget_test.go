@@ -112,15 +112,13 @@ func (a *apiRequests) counts(t *testing.T) (n, conflict map[string]int) {
 // read from the node agents, each found in the controller's cache of the
 // agents' pods (run.AgentPods): no request a reading.
 //
-// What one run's life sends today (2026-12-06): 13 for the run itself,
+// What one run's life sends today (2026-12-07): 12 for the run itself,
 // the TauRun created and its status written 5 times (Queued, Admitted,
 // Running, Succeeded, sealed), its Job and NetworkPolicy created, 2
-// Events (the submission, the end), the admission check's read of the Job
-// (whole, from the API server: it judges what Kueue is about to admit)
-// and patch of the Workload's status, and the pod's log; and 3 for the
-// poll that found it, not
-// per run: the repository's nudge and status, the poll's one RunRequested
-// Event. What the manager writes once at its start (the AdmissionCheck's
+// Events (the submission, the end), the admission check's patch of the
+// Workload's status, and the pod's log; and 3 for the poll that found it,
+// not per run: the repository's nudge and status, the poll's one
+// RunRequested Event. What the manager writes once at its start (the AdmissionCheck's
 // and the platform's status) is not counted. 26 before Admitted, Running
 // and Sealed stopped being Events and the sealer read the Job from the
 // cache; 22 (start-up writes counted, by a race) before the sealer read
@@ -131,8 +129,10 @@ func (a *apiRequests) counts(t *testing.T) (n, conflict map[string]int) {
 // takes from no one: gpus.Audience). The seal also read the attestation
 // key's Secret, with a client this count did not see (17 then): the key is
 // now read from a watch of it alone (sealing.KeySecretCache), and counted.
+// 16 before the admission check judged the Job from the cache, reading it
+// whole only when its generation or labels are not as the run recorded.
 const (
-	runRequestBudget = 16
+	runRequestBudget = 15
 	runWriteBudget   = 6 // the TauRun's creation and its status writes
 )
 

@@ -1,0 +1,59 @@
+package render
+
+import (
+	"testing"
+
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+// TestTheLabelsDigestIsTheLabelsAlone: a Fingerprint's Labels is what
+// LabelsDigest gives for the same labels (the admission check compares the
+// one recorded at creation with the other, taken of a cached copy that has
+// no pod templates); a label changed, added or removed moves it, a change
+// of the spec does not, and the Digest moves with both.
+func TestTheLabelsDigestIsTheLabelsAlone(t *testing.T) {
+	job := func() *batchv1.Job {
+		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "r1-1", Labels: map[string]string{LabelQueueName: "runs", LabelPriorityClass: "tau-normal"}},
+			Spec: batchv1.JobSpec{Suspend: ptr.To(true), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "main", Image: "registry.example.com/train:1"}}}}}}
+	}
+	base, err := FingerprintOf(job())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if base.Labels != LabelsDigest(job().Labels) || len(base.Labels) != len("sha256:")+64 {
+		t.Fatalf("Labels %q, LabelsDigest %q: want the same SHA-256", base.Labels, LabelsDigest(job().Labels))
+	}
+	cases := map[string]struct {
+		change      func(*batchv1.Job)
+		labelsMoves bool
+	}{
+		"a label changed":         {func(j *batchv1.Job) { j.Labels[LabelQueueName] = "other-team" }, true},
+		"a label added":           {func(j *batchv1.Job) { j.Labels["x"] = "" }, true},
+		"a label removed":         {func(j *batchv1.Job) { delete(j.Labels, LabelPriorityClass) }, true},
+		"the image changed":       {func(j *batchv1.Job) { j.Spec.Template.Spec.Containers[0].Image = "evil/miner" }, false},
+		"the parallelism changed": {func(j *batchv1.Job) { j.Spec.Parallelism = ptr.To[int32](64) }, false},
+	}
+	for name, tc := range cases {
+		j := job()
+		tc.change(j)
+		fp, err := FingerprintOf(j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if moved := fp.Labels != base.Labels; moved != tc.labelsMoves || fp.Labels != LabelsDigest(j.Labels) {
+			t.Errorf("%s: the labels' digest moved %v, want %v (LabelsDigest agrees: %v)", name, moved, tc.labelsMoves, fp.Labels == LabelsDigest(j.Labels))
+		}
+		if fp.Digest == base.Digest {
+			t.Errorf("%s: the Digest did not move", name)
+		}
+	}
+	j := job()
+	j.Spec.Suspend = ptr.To(false) // Kueue's to write
+	if fp, _ := FingerprintOf(j); fp.Digest != base.Digest || fp.Labels != base.Labels {
+		t.Errorf("resuming the Job moved its fingerprint")
+	}
+}

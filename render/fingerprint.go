@@ -6,10 +6,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
@@ -23,6 +27,11 @@ type Fingerprint struct {
 	Digest string
 	// Fields are the first 12 hex digits of each field's digest, by path.
 	Fields map[string]string
+	// candidates are the paths a field removed from the object would
+	// likely have had: each field of the kinds the object's paths end in
+	// (its spec, pod templates and containers) and the labels TauGrid and
+	// Kueue write. ChangedSince names a removed field by them.
+	candidates []string
 	// Labels is "sha256:" and the hex SHA-256 of the labels alone
 	// (LabelsDigest): with the object's generation, which the API server
 	// moves at every change of the spec, it proves an object that a cache
@@ -55,7 +64,7 @@ func FingerprintOf(obj runtime.Object) (Fingerprint, error) {
 		}
 	}
 	digest, fields := digestOf(full)
-	return Fingerprint{Digest: digest, Fields: fields, Labels: labels}, nil
+	return Fingerprint{Digest: digest, Fields: fields, Labels: labels, candidates: candidatePaths(obj, full)}, nil
 }
 
 // LabelsDigest is Fingerprint.Labels of an object with these labels.
@@ -163,21 +172,127 @@ func leaf(out map[string][]byte, path string, v any) {
 	out[path] = b
 }
 
-// Changed lists the paths whose short digests differ between what was
-// recorded and what is there now, added and removed ones included, in
-// order.
-func Changed(recorded, now map[string]string) []string {
+// Short is Fields as a run records them: for each field, in order, the
+// first 8 hex digits of its path's SHA-256 and then the first 12 of its
+// value's, 20 hex digits a field. A quarter of the bytes of the paths
+// themselves: a TauRun carries it in every one of its status writes, and
+// the paths were 45% of its status (hack/scale, docs/benchmarks.md).
+func (f Fingerprint) Short() string {
+	entries := make([]string, 0, len(f.Fields))
+	for p, d := range f.Fields {
+		entries = append(entries, pathDigest(p)+d)
+	}
+	slices.Sort(entries)
+	return strings.Join(entries, "")
+}
+
+// pathDigest is the first 8 hex digits of path's SHA-256.
+func pathDigest(path string) string {
+	d := sha256.Sum256([]byte(path))
+	return hex.EncodeToString(d[:4])
+}
+
+// shortEntry is the width of one field in Short.
+const shortEntry = 8 + 12
+
+// ChangedSince names, in order, the fields of now that differ from
+// recorded (a Short): those changed or added by their path, and those
+// removed by theirs when it is one a removed field would likely have had
+// (a field of the spec, a pod template or a container the object still
+// has, or a label TauGrid or Kueue writes); other removed fields are
+// counted ("2 other fields removed"). A recorded string that is not a
+// Short names nothing.
+func ChangedSince(recorded string, now Fingerprint) []string {
+	if len(recorded)%shortEntry != 0 {
+		return nil
+	}
+	was := make(map[string]string, len(recorded)/shortEntry)
+	for i := 0; i < len(recorded); i += shortEntry {
+		was[recorded[i:i+8]] = recorded[i+8 : i+shortEntry]
+	}
 	var out []string
-	for p, d := range now {
-		if recorded[p] != d {
+	for p, d := range now.Fields {
+		h := pathDigest(p)
+		if was[h] != d {
 			out = append(out, p)
 		}
+		delete(was, h)
 	}
-	for p := range recorded {
-		if _, ok := now[p]; !ok {
-			out = append(out, p)
+	for _, p := range now.candidates {
+		if _, ok := was[pathDigest(p)]; ok {
+			out = append(out, p+" (removed)")
+			delete(was, pathDigest(p))
 		}
 	}
 	slices.Sort(out)
+	switch len(was) {
+	case 0:
+	case 1:
+		out = append(out, "1 other field removed")
+	default:
+		out = append(out, fmt.Sprintf("%d other fields removed", len(was)))
+	}
+	return out
+}
+
+// knownLabels are the labels a Job or RayJob of TauGrid's carries, from
+// TauGrid and from Kueue: a removed one is named.
+var knownLabels = []string{LabelManagedBy, LabelRun, LabelAttempt, LabelRepository, LabelQueueName, LabelPriorityClass}
+
+// candidatePaths are the paths a field removed from obj would likely have
+// had: each json field of obj's spec, of each pod template and of each
+// container the paths in full show, and the known labels.
+func candidatePaths(obj runtime.Object, full map[string][]byte) []string {
+	var out []string
+	for _, l := range knownLabels {
+		out = append(out, "metadata.labels["+l+"]")
+	}
+	if v := reflect.Indirect(reflect.ValueOf(obj)); v.Kind() == reflect.Struct {
+		if spec := v.FieldByName("Spec"); spec.IsValid() {
+			for _, f := range jsonFields(spec.Type()) {
+				out = append(out, "spec."+f)
+			}
+		}
+	}
+	templates, containers := map[string]bool{}, map[string]bool{}
+	for p := range full {
+		if m := templatePath.FindStringSubmatch(p); m != nil {
+			templates[m[1]] = true
+		}
+		if m := containerPath.FindStringSubmatch(p); m != nil {
+			containers[m[1]] = true
+		}
+	}
+	for t := range templates {
+		for _, f := range jsonFields(reflect.TypeFor[metav1.ObjectMeta]()) {
+			out = append(out, t+".metadata."+f)
+		}
+		for _, f := range jsonFields(reflect.TypeFor[corev1.PodSpec]()) {
+			out = append(out, t+".spec."+f)
+		}
+	}
+	for c := range containers {
+		for _, f := range jsonFields(reflect.TypeFor[corev1.Container]()) {
+			out = append(out, c+"."+f)
+		}
+	}
+	return out
+}
+
+// A pod template's fields and a container's, as podTemplate writes them.
+var (
+	templatePath  = regexp.MustCompile(`^(.*\.(?:template|submitterPodTemplate))\.(?:metadata|spec)\.`)
+	containerPath = regexp.MustCompile(`^(.*\.(?:template|submitterPodTemplate)\.spec\.[A-Za-z]*ontainers\[[^\]]+\])\.`)
+)
+
+// jsonFields are the json names of t's fields, a struct's.
+func jsonFields(t reflect.Type) []string {
+	var out []string
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if f.IsExported() && name != "" && name != "-" {
+			out = append(out, name)
+		}
+	}
 	return out
 }

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"slices"
 	"testing"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -55,5 +56,61 @@ func TestTheLabelsDigestIsTheLabelsAlone(t *testing.T) {
 	j.Spec.Suspend = ptr.To(false) // Kueue's to write
 	if fp, _ := FingerprintOf(j); fp.Digest != base.Digest || fp.Labels != base.Labels {
 		t.Errorf("resuming the Job moved its fingerprint")
+	}
+}
+
+// TestChangedSinceNamesWhatChangedAddedAndRemoved: from the short digests
+// a run records (20 hex digits a field), the fields that differ are named
+// by path: a value changed, a field added, and a field removed from the
+// spec, a pod template, a container or the labels TauGrid and Kueue write;
+// a removed field of no such kind is counted. A recorded string that is
+// not a Short names nothing.
+func TestChangedSinceNamesWhatChangedAddedAndRemoved(t *testing.T) {
+	job := func() *batchv1.Job {
+		return &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: "r1-1", Labels: map[string]string{LabelQueueName: "runs", "team.example.com/cost-center": "42"}},
+			Spec: batchv1.JobSpec{ActiveDeadlineSeconds: ptr.To[int64](3600), Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "main", Image: "registry.example.com/train:1",
+					SecurityContext: &corev1.SecurityContext{RunAsNonRoot: ptr.To(true)}}}}}}}
+	}
+	base, err := FingerprintOf(job())
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := base.Short()
+	if len(recorded) != 20*len(base.Fields) {
+		t.Fatalf("Short is %d hex digits for %d fields, want 20 a field", len(recorded), len(base.Fields))
+	}
+	cases := map[string]struct {
+		change func(*batchv1.Job)
+		want   []string
+	}{
+		"unchanged": {func(*batchv1.Job) {}, nil},
+		"the image changed": {func(j *batchv1.Job) { j.Spec.Template.Spec.Containers[0].Image = "evil/miner" },
+			[]string{"spec.template.spec.containers[main].image"}},
+		"privilege added": {func(j *batchv1.Job) { j.Spec.Template.Spec.HostNetwork = true },
+			[]string{"spec.template.spec.hostNetwork"}},
+		"the container's security context removed": {func(j *batchv1.Job) { j.Spec.Template.Spec.Containers[0].SecurityContext = nil },
+			[]string{"spec.template.spec.containers[main].securityContext (removed)"}},
+		"the deadline removed": {func(j *batchv1.Job) { j.Spec.ActiveDeadlineSeconds = nil },
+			[]string{"spec.activeDeadlineSeconds (removed)"}},
+		"the queue label removed": {func(j *batchv1.Job) { delete(j.Labels, LabelQueueName) },
+			[]string{"metadata.labels[" + LabelQueueName + "] (removed)"}},
+		"a label of no known kind removed": {func(j *batchv1.Job) { delete(j.Labels, "team.example.com/cost-center") },
+			[]string{"1 other field removed"}},
+	}
+	for name, tc := range cases {
+		j := job()
+		tc.change(j)
+		now, err := FingerprintOf(j)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ChangedSince(recorded, now); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: named %q, want %q", name, got, tc.want)
+		}
+	}
+	now, _ := FingerprintOf(job())
+	if got := ChangedSince(recorded[:len(recorded)-1], now); got != nil {
+		t.Errorf("a recorded string cut short named %q", got)
 	}
 }

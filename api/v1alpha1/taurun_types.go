@@ -119,11 +119,13 @@ type WorkloadStatus struct {
 	// while the object still hashes to it.
 	// +optional
 	Digest string `json:"digest,omitempty"`
-	// Fields are short digests of the same, field by field
-	// ("template.spec.containers[main].image"): they name what changed
-	// when Digest no longer holds. They prove nothing alone.
+	// FieldDigests are short digests of the same, field by field: for
+	// each field ("spec.template.spec.containers[main].image"), the first
+	// 8 hex digits of its path's SHA-256 and then the first 12 of its
+	// value's (render.Fingerprint.Short). They name what changed when
+	// Digest no longer holds, and prove nothing alone.
 	// +optional
-	Fields map[string]string `json:"fields,omitempty"`
+	FieldDigests string `json:"fieldDigests,omitempty"`
 	// Generation is the object's metadata.generation when Digest was
 	// taken. The API server moves it at every change of the spec, so while
 	// it stands and LabelsDigest holds, the object is still what Digest

@@ -243,12 +243,15 @@ func sameAsRendered(s *subject, obj client.Object, refusal string) (*verdict, er
 	if fp.Digest == w.Digest {
 		return nil, nil
 	}
-	changed := render.Changed(w.Fields, fp.Fields)
+	changed := render.ChangedSince(w.FieldDigests, fp)
 	what := strings.Join(changed, ", ")
 	if len(changed) > 5 {
 		what = strings.Join(changed[:5], ", ") + fmt.Sprintf(" and %d more", len(changed)-5)
 	}
-	if what == "" {
+	switch {
+	case w.FieldDigests == "":
+		what = "a field the run recorded no digest of to name"
+	case what == "":
 		what = "a field whose short digest is unchanged"
 	}
 	return rejected(refusal, s.kind, obj.GetName(), what), nil

@@ -60,7 +60,7 @@ func newWorld(t *testing.T) *world {
 	run.Status.Phase = taugridv1.PhaseQueued
 	run.Status.PolicyCommit = strings.Repeat("c", 40)
 	job.Generation = 1
-	run.Status.Workload = &taugridv1.WorkloadStatus{Kind: "Job", Name: job.Name, UID: job.UID, Digest: fp.Digest, Fields: fp.Fields,
+	run.Status.Workload = &taugridv1.WorkloadStatus{Kind: "Job", Name: job.Name, UID: job.UID, Digest: fp.Digest, FieldDigests: fp.Short(),
 		Generation: job.Generation, LabelsDigest: fp.Labels}
 	wl := builders.MakeWorkload("job-r1-1-abcde", ns).QuotaReserved(metav1.ConditionTrue, "").Obj()
 	wl.OwnerReferences = []metav1.OwnerReference{{APIVersion: "batch/v1", Kind: "Job", Name: job.Name, UID: job.UID, Controller: ptr.To(true)}}
@@ -71,6 +71,17 @@ func newWorld(t *testing.T) *world {
 	check := &kueue.AdmissionCheck{ObjectMeta: metav1.ObjectMeta{Name: "taugrid-policy-default"}, Spec: kueue.AdmissionCheckSpec{ControllerName: ControllerName}}
 	mk := &kueue.AdmissionCheck{ObjectMeta: metav1.ObjectMeta{Name: "multikueue-x"}, Spec: kueue.AdmissionCheckSpec{ControllerName: kueue.MultiKueueControllerName}}
 	return &world{run: run, job: job, wl: wl, check: check, other: []client.Object{mk}, created: job.DeepCopy()}
+}
+
+// rerecord makes the Job as it is now the one created and recorded.
+func (w *world) rerecord(t *testing.T) {
+	t.Helper()
+	fp, err := render.FingerprintOf(w.job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.run.Status.Workload.Digest, w.run.Status.Workload.FieldDigests, w.run.Status.Workload.LabelsDigest = fp.Digest, fp.Short(), fp.Labels
+	w.created = w.job.DeepCopy()
 }
 
 // countingReader counts the Gets it passes on.
@@ -151,6 +162,21 @@ func TestOnlyTheWorkloadTauGridRenderedPassesUnchanged(t *testing.T) {
 		"TauGrid's own Job, recorded by an earlier controller (no generation)": {
 			change: func(w *world) { w.run.Status.Workload.Generation, w.run.Status.Workload.LabelsDigest = 0, "" }, state: kueue.CheckStateReady, whole: 1,
 			says: "Job r1-1 was rendered for run r1 under policy commit cccccccccccc and is unchanged since",
+		},
+		"a container's security context removed after render": {
+			change: func(w *world) {
+				w.job.Spec.Template.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{RunAsNonRoot: ptr.To(true)}
+				w.rerecord(t)
+				w.job.Spec.Template.Spec.Containers[0].SecurityContext = nil
+			}, state: kueue.CheckStateRejected, whole: 1,
+			says: "Job r1-1 changed after TauGrid rendered it: spec.template.spec.containers[main].securityContext (removed)",
+		},
+		"the image edited, the run recorded by an earlier controller (no field digests)": {
+			change: func(w *world) {
+				w.run.Status.Workload.Generation, w.run.Status.Workload.LabelsDigest, w.run.Status.Workload.FieldDigests = 0, "", ""
+				w.job.Spec.Template.Spec.Containers[0].Image = "evil/miner"
+			}, state: kueue.CheckStateRejected, whole: 1,
+			says: "Job r1-1 changed after TauGrid rendered it: a field the run recorded no digest of to name",
 		},
 		"a label added after render": {
 			change: func(w *world) { w.job.Labels["kueue.x-k8s.io/queue-name"] = "other-team" }, state: kueue.CheckStateRejected, whole: 1,

@@ -48,7 +48,7 @@ func newFleetWorld(t *testing.T) *fleetWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.run.Status.Workload.Digest, w.run.Status.Workload.Fields = fp.Digest, fp.Fields
+	w.run.Status.Workload.Digest, w.run.Status.Workload.FieldDigests = fp.Digest, fp.Short()
 
 	copied := &batchv1.Job{ObjectMeta: metav1.ObjectMeta{Name: job.Name, Namespace: job.Namespace, UID: "copy-uid",
 		Labels: maps.Clone(job.Labels), Annotations: maps.Clone(job.Annotations)}, Spec: *job.Spec.DeepCopy()}

@@ -246,7 +246,7 @@ func TestASubmittedJobIsSuspendedQueuedAndOwned(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := &taugridv1.WorkloadStatus{Kind: "Job", Name: j.Name, Queue: j.Labels[render.LabelQueueName],
-		UID: j.UID, Digest: fp.Digest, Fields: fp.Fields, Generation: j.Generation, LabelsDigest: fp.Labels}
+		UID: j.UID, Digest: fp.Digest, FieldDigests: fp.Short(), Generation: j.Generation, LabelsDigest: fp.Labels}
 	if diff := cmp.Diff(want, run.Status.Workload); diff != "" {
 		t.Errorf("status.workload (-want +got), recording the Job as stored:\n%s", diff)
 	}

@@ -351,7 +351,7 @@ func (r *RunReconciler) reconcileSubmit(ctx context.Context, run *taugridv1.TauR
 		return nil, err
 	}
 	run.Status.Workload = &taugridv1.WorkloadStatus{Kind: kind, Name: w.GetName(),
-		Queue: w.GetLabels()[render.LabelQueueName], UID: w.GetUID(), Digest: fp.Digest, Fields: fp.Fields,
+		Queue: w.GetLabels()[render.LabelQueueName], UID: w.GetUID(), Digest: fp.Digest, FieldDigests: fp.Short(),
 		Generation: w.GetGeneration(), LabelsDigest: fp.Labels}
 	run.Status.Attempts = append(run.Status.Attempts, taugridv1.Attempt{Number: attempt, Workload: w.GetName()})
 	r.setPhase(run, taugridv1.PhaseQueued, "submitted to queue "+run.Status.Workload.Queue)

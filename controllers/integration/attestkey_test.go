@@ -10,6 +10,7 @@ import (
 	"github.com/taugrid/taugrid/evidence"
 	"github.com/taugrid/taugrid/test/chart"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -167,4 +168,62 @@ func awaitAttestationKey(t *testing.T, keys *sealing.AttestationKeys) {
 	waitFor(t, 10*time.Second, "the attestation key in its watch", func() bool {
 		return keys.Cache.Get(ctx, client.ObjectKey{Namespace: keys.Namespace, Name: keys.Name}, &corev1.Secret{}) == nil
 	})
+}
+
+// TestTheAttestationKeyIsReadAroundAWatchTheAPIServerRefuses: a controller
+// whose role grants get and create on its Secrets but not list and watch
+// (a role from before the watch, or edited by hand) still seals: each
+// read of the key goes to the API server, at once, as before the watch,
+// rather than waiting for a watch that never syncs.
+func TestTheAttestationKeyIsReadAroundAWatchTheAPIServerRefuses(t *testing.T) {
+	integration(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const ns, user, name = "attest-nowatch", "nowatch-controller", "tau-attestation-key"
+	if err := k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "keys", Namespace: ns},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create"}}}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "keys", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}}}
+	for _, o := range []client.Object{role, binding} {
+		if err := k8s.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	counted := newAPIRequests(t)
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user}
+	cfg.WrapTransport = counted.m.Wrap
+	direct, err := client.New(cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watched, err := sealing.KeySecretCache(cfg, scheme, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := &sealing.AttestationKeys{Client: direct, Cache: watched, Namespace: ns, Name: name}
+	first, err := keys.Key(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = watched.Start(ctx) }()
+	time.Sleep(time.Second) // the watch tried, and was refused
+	counted.start(t)
+	start := time.Now()
+	for range 3 {
+		k, err := keys.Key(ctx)
+		if err != nil || k.Fingerprint != first.Fingerprint {
+			t.Fatalf("the key read around the refused watch: %v, %v; want %s", k, err, first.Fingerprint)
+		}
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("three reads of the key took %s: they waited for the refused watch", took)
+	}
+	if n := sentBesidesWatches(t, counted); n["get secrets"] != 3 {
+		t.Errorf("three reads sent %v; want 3 gets of the Secret", n)
+	}
 }

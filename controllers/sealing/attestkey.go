@@ -3,7 +3,6 @@ package sealing
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -40,10 +39,12 @@ type AttestationKeys struct {
 	// not started: an uncached client, so that no informer lists every
 	// Secret of the cluster.
 	Client client.Client
-	// Cache, when set, watches the Secret alone (KeySecretCache): a seal
-	// reads it there, sending the API server nothing. Without it each seal
-	// read the Secret, one request a run (hack/scale, 10,000 runs).
-	Cache           client.Reader
+	// Cache, when set, watches the Secret alone (KeySecretCache): once
+	// its watch has synced, a seal reads the Secret there, sending the API
+	// server nothing. Without it (and until then, or while RBAC refuses
+	// the watch) each seal reads the Secret, one request a run (hack/scale,
+	// 10,000 runs).
+	Cache           cache.Cache
 	Namespace, Name string
 
 	mu     sync.Mutex
@@ -85,25 +86,32 @@ func (a *AttestationKeys) PublicKey(ctx context.Context) ([]byte, string, error)
 // secret reads the Secret, from Cache when it holds it, or creates it
 // with a fresh key.
 func (a *AttestationKeys) secret(ctx context.Context) (*corev1.Secret, error) {
-	if a.Cache != nil {
+	if a.watched(ctx) {
 		s := &corev1.Secret{}
-		err := a.Cache.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: a.Name}, s)
-		var notStarted *cache.ErrCacheNotStarted
-		switch {
+		switch err := a.Cache.Get(ctx, types.NamespacedName{Namespace: a.Namespace, Name: a.Name}, s); {
 		case err == nil:
 			return s, nil
-		case apierrors.IsNotFound(err), errors.As(err, &notStarted):
-			// None yet, or deleted: made (or read, should another replica
-			// have made it) around the cache. Before the manager starts:
-			// read around it.
-		default:
+		case !apierrors.IsNotFound(err):
 			return nil, fmt.Errorf("reading the attestation key %s/%s: %w", a.Namespace, a.Name, err)
 		}
+		// None yet, or deleted: made (or read, should another replica have
+		// made it) around the cache.
 	}
 	return generatedSecret(ctx, a.Client, a.Namespace, a.Name, "the attestation key", func() (map[string][]byte, error) {
 		priv, pub, err := evidence.NewAttestationKeyPEM()
 		return map[string][]byte{AttestationPrivateField: priv, AttestationPublicField: pub}, err
 	})
+}
+
+// watched reports whether Cache's watch of the Secret has synced, without
+// waiting for it: before the manager starts, and while the API server
+// refuses the watch, the Secret is read around it.
+func (a *AttestationKeys) watched(ctx context.Context) bool {
+	if a.Cache == nil {
+		return false
+	}
+	inf, err := a.Cache.GetInformer(ctx, &corev1.Secret{}, cache.BlockUntilSynced(false))
+	return err == nil && inf.HasSynced()
 }
 
 // KeySecretCache is a cache of one Secret, namespace/name, for

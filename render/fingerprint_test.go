@@ -4,6 +4,7 @@ import (
 	"slices"
 	"testing"
 
+	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -112,5 +113,35 @@ func TestChangedSinceNamesWhatChangedAddedAndRemoved(t *testing.T) {
 	now, _ := FingerprintOf(job())
 	if got := ChangedSince(recorded[:len(recorded)-1], now); got != nil {
 		t.Errorf("a recorded string cut short named %q", got)
+	}
+}
+
+// TestChangedSinceNamesARemovedFieldOfARayJobsWorkerGroup: a RayJob's pod
+// templates are its head's and each worker group's, named by group.
+func TestChangedSinceNamesARemovedFieldOfARayJobsWorkerGroup(t *testing.T) {
+	newRayJob := func() *rayv1.RayJob {
+		ctr := func() []corev1.Container {
+			return []corev1.Container{{Name: "ray", Image: "rayproject/ray:2.9", SecurityContext: &corev1.SecurityContext{RunAsNonRoot: ptr.To(true)}}}
+		}
+		return &rayv1.RayJob{ObjectMeta: metav1.ObjectMeta{Name: "r1-1", Labels: map[string]string{LabelQueueName: "runs"}},
+			Spec: rayv1.RayJobSpec{Entrypoint: "python train.py", RayClusterSpec: &rayv1.RayClusterSpec{
+				HeadGroupSpec:    rayv1.HeadGroupSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: ctr()}}},
+				WorkerGroupSpecs: []rayv1.WorkerGroupSpec{{GroupName: "gpu", Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: ctr()}}}},
+			}}}
+	}
+	base, err := FingerprintOf(newRayJob())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rj := newRayJob()
+	rj.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec.Containers[0].SecurityContext = nil
+	rj.Spec.Entrypoint = "python mine.py"
+	now, err := FingerprintOf(rj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"spec.entrypoint", "spec.rayClusterSpec.workerGroupSpecs[gpu].template.spec.containers[ray].securityContext (removed)"}
+	if got := ChangedSince(base.Short(), now); !slices.Equal(got, want) {
+		t.Errorf("named %q, want %q", got, want)
 	}
 }

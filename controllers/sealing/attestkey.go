@@ -35,9 +35,9 @@ const (
 // has brought it: Cache), and a key that cannot be parsed stops sealing
 // rather than let a bundle go unsigned.
 type AttestationKeys struct {
-	// Client creates the Secret, and reads it when Cache is not set or
-	// not started: an uncached client, so that no informer lists every
-	// Secret of the cluster.
+	// Client creates the Secret, and reads it when Cache is not set, its
+	// watch has not synced, or it does not hold the Secret: an uncached
+	// client, so that no informer lists every Secret of the cluster.
 	Client client.Client
 	// Cache, when set, watches the Secret alone (KeySecretCache): once
 	// its watch has synced, a seal reads the Secret there, sending the API

@@ -108,39 +108,26 @@ func chain(ctx context.Context, s *subject, ready string, steps ...func(context.
 // ownedByAJobOrRayJob: a Workload made by hand, or by any other kind of
 // object, is none TauGrid rendered.
 func (c *Check) ownedByAJobOrRayJob(ctx context.Context, s *subject) (*verdict, error) {
+	reader := c.APIReader
 	if s.cached {
-		owner, kind, ok := c.cachedOwnerOf(ctx, s.wl)
-		if !ok {
-			return nil, errReadWhole
-		}
-		s.owner, s.kind = owner, kind
-		return nil, nil
+		reader = c.Client
 	}
-	owner, kind, v, err := c.ownerOf(ctx, s.wl)
-	if owner == nil {
+	owner, kind, v, err := ownerOf(ctx, reader, s.wl)
+	switch {
+	case owner == nil && s.cached:
+		// Whatever the cache says or fails to say (no such object yet,
+		// an earlier one), the API server says it whole.
+		return nil, errReadWhole
+	case owner == nil:
 		return v, err
 	}
 	s.owner, s.kind = owner, kind
 	return nil, nil
 }
 
-// cachedOwnerOf is the Job or RayJob that controls wl, from the
-// controller's cache, when the cache holds the very one (by UID).
-func (c *Check) cachedOwnerOf(ctx context.Context, wl *kueue.Workload) (client.Object, string, bool) {
-	ref := metav1.GetControllerOfNoCopy(wl)
-	if ref == nil {
-		return nil, "", false
-	}
-	owner := newOwner(ref.APIVersion, ref.Kind)
-	if owner == nil || c.Get(ctx, client.ObjectKey{Namespace: wl.Namespace, Name: ref.Name}, owner) != nil || owner.GetUID() != ref.UID {
-		return nil, "", false
-	}
-	return owner, ref.Kind, true
-}
-
-// ownerOf reads, whole, the Job or RayJob that controls wl in this
+// ownerOf reads from reader the Job or RayJob that controls wl in this
 // Check's cluster; when there is none to judge, the verdict says why.
-func (c *Check) ownerOf(ctx context.Context, wl *kueue.Workload) (client.Object, string, *verdict, error) {
+func ownerOf(ctx context.Context, reader client.Reader, wl *kueue.Workload) (client.Object, string, *verdict, error) {
 	ref := metav1.GetControllerOfNoCopy(wl)
 	if ref == nil {
 		return nil, "", rejected("created outside TauGrid: the workload belongs to no Job or RayJob"), nil
@@ -149,7 +136,7 @@ func (c *Check) ownerOf(ctx context.Context, wl *kueue.Workload) (client.Object,
 	if owner == nil {
 		return nil, "", rejected("created outside TauGrid: the workload belongs to %s %s, and TauGrid makes only Jobs and RayJobs", ref.Kind, ref.Name), nil
 	}
-	err := c.APIReader.Get(ctx, client.ObjectKey{Namespace: wl.Namespace, Name: ref.Name}, owner)
+	err := reader.Get(ctx, client.ObjectKey{Namespace: wl.Namespace, Name: ref.Name}, owner)
 	if apierrors.IsNotFound(err) {
 		return nil, "", waiting("%s %s is gone; Kueue removes its workload", ref.Kind, ref.Name), nil
 	}

@@ -100,7 +100,7 @@ func specDifferences(home, copied kueue.WorkloadSpec) []string {
 // copiedByMultiKueue: the worker's workload must belong to a Job or
 // RayJob that MultiKueue made there (it carries the origin label).
 func (c *Check) copiedByMultiKueue(ctx context.Context, s *subject) (*verdict, error) {
-	owner, kind, v, err := c.ownerOf(ctx, s.wl)
+	owner, kind, v, err := ownerOf(ctx, c.APIReader, s.wl)
 	if owner == nil {
 		return v, err
 	}

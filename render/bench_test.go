@@ -40,3 +40,25 @@ func BenchmarkLoadPolicy(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkFingerprintOf measures fingerprinting the example's Job and
+// the short digests a run records of it: once per submission, in the run
+// reconciler's worker.
+func BenchmarkFingerprintOf(b *testing.B) {
+	data, err := os.ReadFile("../examples/research/tau.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	objs, err := renderFile(examplePolicy(b), "tau.yaml", data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		fp, err := FingerprintOf(objs[0])
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = fp.Short()
+	}
+}

@@ -27,11 +27,9 @@ type Fingerprint struct {
 	Digest string
 	// Fields are the first 12 hex digits of each field's digest, by path.
 	Fields map[string]string
-	// candidates are the paths a field removed from the object would
-	// likely have had: each field of the kinds the object's paths end in
-	// (its spec, pod templates and containers) and the labels TauGrid and
-	// Kueue write. ChangedSince names a removed field by them.
-	candidates []string
+	// spec is the type of the object's spec, whose fields ChangedSince
+	// tries when it names a removed field (candidatePaths).
+	spec reflect.Type
 	// Labels is "sha256:" and the hex SHA-256 of the labels alone
 	// (LabelsDigest): with the object's generation, which the API server
 	// moves at every change of the spec, it proves an object that a cache
@@ -64,7 +62,7 @@ func FingerprintOf(obj runtime.Object) (Fingerprint, error) {
 		}
 	}
 	digest, fields := digestOf(full)
-	return Fingerprint{Digest: digest, Fields: fields, Labels: labels, candidates: candidatePaths(obj, full)}, nil
+	return Fingerprint{Digest: digest, Fields: fields, Labels: labels, spec: specType(obj)}, nil
 }
 
 // LabelsDigest is Fingerprint.Labels of an object with these labels.
@@ -218,10 +216,12 @@ func ChangedSince(recorded string, now Fingerprint) []string {
 		}
 		delete(was, h)
 	}
-	for _, p := range now.candidates {
-		if _, ok := was[pathDigest(p)]; ok {
-			out = append(out, p+" (removed)")
-			delete(was, pathDigest(p))
+	if len(was) > 0 {
+		for _, p := range candidatePaths(now) {
+			if _, ok := was[pathDigest(p)]; ok {
+				out = append(out, p+" (removed)")
+				delete(was, pathDigest(p))
+			}
 		}
 	}
 	slices.Sort(out)
@@ -239,23 +239,34 @@ func ChangedSince(recorded string, now Fingerprint) []string {
 // TauGrid and from Kueue: a removed one is named.
 var knownLabels = []string{LabelManagedBy, LabelRun, LabelAttempt, LabelRepository, LabelQueueName, LabelPriorityClass}
 
-// candidatePaths are the paths a field removed from obj would likely have
-// had: each json field of obj's spec, of each pod template and of each
-// container the paths in full show, and the known labels.
-func candidatePaths(obj runtime.Object, full map[string][]byte) []string {
+// specType is the type of obj's Spec field; nil when it has none (an
+// unstructured object).
+func specType(obj runtime.Object) reflect.Type {
+	v := reflect.Indirect(reflect.ValueOf(obj))
+	if v.Kind() != reflect.Struct {
+		return nil
+	}
+	if f, ok := v.Type().FieldByName("Spec"); ok && f.Type.Kind() == reflect.Struct {
+		return f.Type
+	}
+	return nil
+}
+
+// candidatePaths are the paths a field removed from the object f was
+// taken of would likely have had: each json field of its spec, of each pod
+// template and of each container its paths show, and the known labels.
+func candidatePaths(f Fingerprint) []string {
 	var out []string
 	for _, l := range knownLabels {
 		out = append(out, "metadata.labels["+l+"]")
 	}
-	if v := reflect.Indirect(reflect.ValueOf(obj)); v.Kind() == reflect.Struct {
-		if spec := v.FieldByName("Spec"); spec.IsValid() {
-			for _, f := range jsonFields(spec.Type()) {
-				out = append(out, "spec."+f)
-			}
+	if f.spec != nil {
+		for _, name := range jsonFields(f.spec) {
+			out = append(out, "spec."+name)
 		}
 	}
 	templates, containers := map[string]bool{}, map[string]bool{}
-	for p := range full {
+	for p := range f.Fields {
 		if m := templatePath.FindStringSubmatch(p); m != nil {
 			templates[m[1]] = true
 		}

@@ -192,4 +192,13 @@ type LogTail struct {
 	Bytes     int    `json:"bytes"`
 	Truncated bool   `json:"truncated"`
 	Error     string `json:"error,omitempty"`
+	// From is where the log was read: "" from the kubelet, as the API
+	// server serves it; FromTerminationMessage from the container's
+	// termination message in the pod's status, which TauGrid's source
+	// fetch writes, on success, with all it printed.
+	From string `json:"from,omitempty"`
 }
+
+// FromTerminationMessage is LogTail.From for a log read from the
+// container's termination message.
+const FromTerminationMessage = "terminationMessage"

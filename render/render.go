@@ -409,7 +409,7 @@ func (p *Plan) podSpec(c corev1.Container) corev1.PodSpec {
 	}
 	if src := p.Run.Source; src != nil {
 		command := []string{"tau", "fetch-source", "--url=" + src.URL, "--sha256=" + src.SHA256, "--dest=" + SourceDir,
-			"--token-file=" + SourceTokenDir + "/" + tokenFile}
+			"--token-file=" + SourceTokenDir + "/" + tokenFile, "--termination-log=" + corev1.TerminationMessagePathDefault}
 		mounts := []corev1.VolumeMount{{Name: "source", MountPath: SourceDir},
 			{Name: sourceTokenVolume, MountPath: SourceTokenDir, ReadOnly: true}}
 		// The token is mounted in the init container only: the training
@@ -423,7 +423,7 @@ func (p *Plan) podSpec(c corev1.Container) corev1.PodSpec {
 				corev1.VolumeMount{Name: "data", MountPath: DataDir, ReadOnly: true})
 		}
 		spec.InitContainers = []corev1.Container{{
-			Name:            "tau-source",
+			Name:            SourceContainer,
 			Image:           qualifiedOrAsIs(src.Image),
 			Command:         command,
 			VolumeMounts:    mounts,
@@ -470,6 +470,13 @@ func reportProgress(spec *corev1.PodSpec, url string) {
 			corev1.EnvVar{Name: "TAU_PROGRESS_TOKEN_FILE", Value: ProgressTokenDir + "/" + tokenFile})
 	}
 }
+
+// SourceContainer is the run pods' init container: tau fetch-source,
+// which downloads the run's source. On success it writes all it printed
+// to its termination message as well as to its log (--termination-log),
+// so the evidence sealer has its log from the pod's status and reads no
+// log from the kubelet for it.
+const SourceContainer = "tau-source"
 
 // The init container's credential for the source server: a ServiceAccount
 // token for the source audience, bound to the pod, which the controller

@@ -2,6 +2,7 @@ package main
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
@@ -30,7 +31,16 @@ type fetchOptions struct {
 	// CheckpointDir and ResumeLink: on a retried attempt, point ResumeLink
 	// at the latest complete checkpoint under CheckpointDir.
 	CheckpointDir, ResumeLink string
+	// TerminationLog: on success, all the command printed is written here
+	// too (the container's termination message), so the pod's status
+	// holds its whole log (render.SourceContainer).
+	TerminationLog string
 }
+
+// maxTerminationMessage is what the kubelet keeps of a container's
+// termination message; output longer than that is not written there at
+// all, so a message is always the whole of what was printed.
+const maxTerminationMessage = 4096
 
 // newFetchSourceCmd is the run pods' init container: it downloads the
 // commit's source archive from the controller, checks its sha256 before
@@ -45,24 +55,12 @@ func newFetchSourceCmd() *cobra.Command {
 		Hidden: true,
 		Args:   cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			n, err := fetchSource(cmd.Context(), opts)
-			if err != nil {
+			var printed bytes.Buffer
+			out := io.MultiWriter(cmd.OutOrStdout(), &printed)
+			if err := runFetchSource(cmd.Context(), opts, out); err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "unpacked %d entries of %s into %s\n", n, opts.SHA256, opts.Dest)
-			if opts.CheckpointDir == "" || opts.ResumeLink == "" {
-				return nil
-			}
-			ckpt, err := linkResume(opts.CheckpointDir, opts.ResumeLink)
-			switch {
-			case err != nil:
-				return fmt.Errorf("finding the checkpoint to resume from: %w", err)
-			case ckpt == "":
-				fmt.Fprintf(cmd.OutOrStdout(), "no complete checkpoint under %s (none has %s): starting afresh\n", opts.CheckpointDir, render.CheckpointMarker)
-			default:
-				fmt.Fprintf(cmd.OutOrStdout(), "resuming from %s\n", ckpt)
-			}
-			return nil
+			return writeTerminationLog(opts.TerminationLog, printed.Bytes(), cmd.ErrOrStderr())
 		},
 	}
 	cmd.Flags().StringVar(&opts.URL, "url", "", "archive URL")
@@ -72,10 +70,49 @@ func newFetchSourceCmd() *cobra.Command {
 	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 10*time.Minute, "download timeout")
 	cmd.Flags().StringVar(&opts.CheckpointDir, "checkpoint-dir", "", "the run's checkpoint directory, to resume from")
 	cmd.Flags().StringVar(&opts.ResumeLink, "resume-link", "", "link to point at the latest complete checkpoint")
+	cmd.Flags().StringVar(&opts.TerminationLog, "termination-log", "", "on success, also write all that was printed to this file (the container's termination message)")
 	for _, f := range []string{"url", "sha256", "dest"} {
 		_ = cmd.MarkFlagRequired(f)
 	}
 	return cmd
+}
+
+// runFetchSource fetches the source and, on a retried attempt, links the
+// checkpoint to resume from, saying what it did on out.
+func runFetchSource(ctx context.Context, opts *fetchOptions, out io.Writer) error {
+	n, err := fetchSource(ctx, opts)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "unpacked %d entries of %s into %s\n", n, opts.SHA256, opts.Dest)
+	if opts.CheckpointDir == "" || opts.ResumeLink == "" {
+		return nil
+	}
+	ckpt, err := linkResume(opts.CheckpointDir, opts.ResumeLink)
+	switch {
+	case err != nil:
+		return fmt.Errorf("finding the checkpoint to resume from: %w", err)
+	case ckpt == "":
+		fmt.Fprintf(out, "no complete checkpoint under %s (none has %s): starting afresh\n", opts.CheckpointDir, render.CheckpointMarker)
+	default:
+		fmt.Fprintf(out, "resuming from %s\n", ckpt)
+	}
+	return nil
+}
+
+// writeTerminationLog writes what the command printed to file, when one
+// is named and it fits the kubelet's limit. A message that cannot be
+// written whole is emptied, never left in part: the sealer then reads
+// the container's log instead. Not writing it fails nothing.
+func writeTerminationLog(file string, printed []byte, stderr io.Writer) error {
+	if file == "" || len(printed) > maxTerminationMessage {
+		return nil
+	}
+	if err := os.WriteFile(file, printed, 0o644); err != nil {
+		_ = os.Truncate(file, 0)
+		fmt.Fprintf(stderr, "not writing the termination message: %v\n", err)
+	}
+	return nil
 }
 
 func fetchSource(ctx context.Context, o *fetchOptions) (int, error) {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -96,4 +97,55 @@ func TestFetchSourceKeepsEveryEntryInsideTheDestination(t *testing.T) {
 	if _, err := fetchSource(context.Background(), &fetchOptions{URL: serve(t, body), SHA256: sum, Dest: dest, Timeout: time.Minute}); err == nil {
 		t.Error("an entry named ../up was accepted")
 	}
+}
+
+// On success the init container writes all it printed to its termination
+// message as well, so the pod's status holds its whole log and the
+// sealer reads none from the kubelet; on failure it writes nothing there
+// (the sealer then reads the log), and output longer than the kubelet
+// keeps is not written in part.
+func TestFetchSourceWritesWhatItPrintedAsItsTerminationMessage(t *testing.T) {
+	body, sum := archive(t, entry{name: "train.py", body: "print(1)\n"})
+	url := serve(t, body)
+	t.Run("success", func(t *testing.T) {
+		msg := filepath.Join(t.TempDir(), "termination-log")
+		out, _, err := tau(t, "fetch-source", "--url="+url, "--sha256="+sum, "--dest="+filepath.Join(t.TempDir(), "src"), "--termination-log="+msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(msg)
+		if err != nil || string(got) != out || !strings.HasPrefix(out, "unpacked 1 entries of "+sum) {
+			t.Errorf("termination message %q (%v), printed %q: want the same, naming the archive", got, err, out)
+		}
+	})
+	t.Run("failure", func(t *testing.T) {
+		msg := filepath.Join(t.TempDir(), "termination-log")
+		if err := os.WriteFile(msg, nil, 0o644); err != nil { // the kubelet's empty file
+			t.Fatal(err)
+		}
+		if _, _, err := tau(t, "fetch-source", "--url="+url, "--sha256="+strings.Repeat("0", 64), "--dest="+filepath.Join(t.TempDir(), "src"), "--termination-log="+msg); err == nil {
+			t.Fatal("a tampered archive was accepted")
+		}
+		if got, _ := os.ReadFile(msg); len(got) != 0 {
+			t.Errorf("a failed fetch wrote the termination message %q, want none", got)
+		}
+	})
+	t.Run("too long to keep whole", func(t *testing.T) {
+		msg := filepath.Join(t.TempDir(), "termination-log")
+		if err := writeTerminationLog(msg, bytes.Repeat([]byte("x"), maxTerminationMessage+1), io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(msg); !os.IsNotExist(err) {
+			t.Errorf("output over the kubelet's %d bytes was written: %v", maxTerminationMessage, err)
+		}
+	})
+	t.Run("unwritable", func(t *testing.T) {
+		var stderr bytes.Buffer
+		if err := writeTerminationLog(filepath.Join(t.TempDir(), "no", "such", "dir"), []byte("unpacked\n"), &stderr); err != nil {
+			t.Errorf("an unwritable termination message failed the fetch: %v", err)
+		}
+		if !strings.Contains(stderr.String(), "not writing the termination message") {
+			t.Errorf("stderr %q, want it to say the message was not written", stderr.String())
+		}
+	})
 }

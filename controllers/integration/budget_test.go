@@ -1,10 +1,13 @@
 package integration
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +22,7 @@ import (
 	"github.com/taugrid/taugrid/controllers/shared"
 	"github.com/taugrid/taugrid/evidence"
 	"github.com/taugrid/taugrid/render"
+	"github.com/taugrid/taugrid/server"
 	"github.com/taugrid/taugrid/test/controlplane"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -131,6 +135,10 @@ func (a *apiRequests) counts(t *testing.T) (n, conflict map[string]int) {
 // now read from a watch of it alone (sealing.KeySecretCache), and counted.
 // 16 before the admission check judged the Job from the cache, reading it
 // whole only when its generation or labels are not as the run recorded.
+// The run's pod fetches its source, as cmd/tau-controller's pods do: the
+// init container's log is read from its termination message, which tau
+// fetch-source writes with all it printed, so the one log read is the
+// training container's (2 before, and at scale, hack/scale: 1.92-2.00).
 const (
 	runRequestBudget = 15
 	runWriteBudget   = 6 // the TauRun's creation and its status writes
@@ -177,9 +185,24 @@ func backdatePolls(t *testing.T, f *runFixture, plat *platformFixture) {
 // for a stale copy.
 func TestOneRunsWholeLifeStaysWithinItsAPIRequestBudget(t *testing.T) {
 	onCluster(t)
-	plat := newPlatformFrom(t, examplePlatformCopy(t, "bud"))
+	// The tenant's pods run as a ServiceAccount of their own, as a
+	// platform's do: the source init container's token is that account's
+	// (no admission plugin here names the namespace's default one).
+	dir := examplePlatformCopy(t, "bud")
+	tenants := filepath.Join(dir, "tenants.yaml")
+	data, err := os.ReadFile(tenants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(tenants, bytes.Replace(data, []byte("  namespace: bud-a\n"), []byte("  namespace: bud-a\n  service_account: tau-runner\n"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	plat := newPlatformFrom(t, dir)
 	plat.r.AdmissionCheck = true
 	f := newRunFixtureWith(t, "bud", plat)
+	if err := k8s.Create(context.Background(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "tau-runner", Namespace: f.ns}}); err != nil {
+		t.Fatal(err)
+	}
 	addNode(t, controlplane.GPUNode("bud-gpu"))
 	backdatePolls(t, f, plat)
 	counted := newAPIRequests(t)
@@ -202,6 +225,9 @@ func TestOneRunsWholeLifeStaysWithinItsAPIRequestBudget(t *testing.T) {
 		// the count is the writes a run's life must send; the pacing
 		// itself is controllers/run's detail tests'.
 		c.run.DetailInterval = time.Hour
+		// Its pods fetch the run's source, as cmd/tau-controller's do:
+		// the init container's log is its termination message.
+		c.run.Sources = &server.Sources{Client: mgr.GetClient(), Git: gitClient, BaseURL: "http://tau-controller:9090", FetchImage: "ghcr.io/taugrid/tau:v0.1.0"}
 		c.sealer = newSealer(t, mgr, c.run, st, mgr.GetEventRecorder("tau-evidence"))
 		keys = c.sealer.Attestations.(*sealing.AttestationKeys)
 		// The running attempt's GPUs read, its node's agent looked for in
@@ -242,6 +268,15 @@ func TestOneRunsWholeLifeStaysWithinItsAPIRequestBudget(t *testing.T) {
 	time.Sleep(2 * time.Second) // what the end still sends
 	if a := getRun(t, run.Namespace, run.Name).Status.Attempts; len(a) != 1 || a[0].GPUUsage == nil {
 		t.Errorf("the running attempt's GPUs were not read: %+v", a)
+	}
+	// The source fetch's log is in the bundle, from its termination
+	// message; only the training container's was read from the kubelet.
+	var from []string
+	for _, l := range sealedRecord(t, st, evidence.Key{Namespace: f.ns, Run: run.Name, Attempt: 1}).Logs {
+		from = append(from, fmt.Sprintf("%s from %q (%d bytes)", l.Container, l.From, l.Bytes))
+	}
+	if want := []string{`tau-source from "terminationMessage" (57 bytes)`, `main from "" (129 bytes)`}; !slices.Equal(from, want) {
+		t.Errorf("the bundle's logs: %q, want %q", from, want)
 	}
 
 	n, conflicts := counted.counts(t)

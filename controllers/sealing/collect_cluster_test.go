@@ -130,6 +130,27 @@ func TestTheBundleRecordsWhatTheClusterStillShows(t *testing.T) {
 			objs: []client.Object{attemptJob(), attemptPod(0), healthy}, logs: fakeLogs{},
 			got: logs, want: []evidence.LogTail{{Pod: "r-1-xyz12", Container: "main", Artifact: "logs/r-1-xyz12/main.log",
 				Error: "log not available: container main of pod r-1-xyz12 has no log"}}},
+		"the source fetch's log from its termination message, no log read for it": {
+			objs: []client.Object{attemptJob(), healthy, builders.MakeAttemptPod("r-1-xyz12", ns, "r", 1).OnNode("gpu-1").Exited(0).
+				SourceFetched(0, "unpacked 3 entries of "+hfToken+" into /tau/source\n").Obj()},
+			logs: fakeLogs{"r-1-xyz12/main": "epoch 1\n"}, // none for tau-source: reading it fails
+			got:  logs, want: []evidence.LogTail{
+				{Pod: "r-1-xyz12", Container: "tau-source", Artifact: "logs/r-1-xyz12/tau-source.log", Bytes: 44, From: evidence.FromTerminationMessage}, // the Secret masked: 66 bytes as written,
+				{Pod: "r-1-xyz12", Container: "main", Artifact: "logs/r-1-xyz12/main.log", Bytes: 8}}},
+		"a source fetch that failed is read from its log": {
+			objs: []client.Object{attemptJob(), healthy, builders.MakeAttemptPod("r-1-xyz12", ns, "r", 1).OnNode("gpu-1").Exited(0).
+				SourceFetched(1, "the archive's sha256 is not the one asked for").Obj()},
+			logs: fakeLogs{"r-1-xyz12/main": "epoch 1\n", "r-1-xyz12/tau-source": "Error: refusing to unpack\n"},
+			got:  logs, want: []evidence.LogTail{
+				{Pod: "r-1-xyz12", Container: "tau-source", Artifact: "logs/r-1-xyz12/tau-source.log", Bytes: 26},
+				{Pod: "r-1-xyz12", Container: "main", Artifact: "logs/r-1-xyz12/main.log", Bytes: 8}}},
+		"a source fetch that wrote no termination message (an earlier image) is read from its log": {
+			objs: []client.Object{attemptJob(), healthy, builders.MakeAttemptPod("r-1-xyz12", ns, "r", 1).OnNode("gpu-1").Exited(0).
+				SourceFetched(0, "").Obj()},
+			logs: fakeLogs{"r-1-xyz12/main": "epoch 1\n", "r-1-xyz12/tau-source": "unpacked 3 entries\n"},
+			got:  logs, want: []evidence.LogTail{
+				{Pod: "r-1-xyz12", Container: "tau-source", Artifact: "logs/r-1-xyz12/tau-source.log", Bytes: 19},
+				{Pod: "r-1-xyz12", Container: "main", Artifact: "logs/r-1-xyz12/main.log", Bytes: 8}}},
 		"metrics from the log and the termination message": {
 			objs: []client.Object{attemptJob(), attemptPod(0), healthy}, logs: fakeLogs{"r-1-xyz12/main": "TAU_METRIC {\"step\": 1, \"loss\": 0.5}\nTAU_METRIC oops\n"},
 			got: func(r *evidence.Record) any {

@@ -704,6 +704,7 @@ type rawLog struct {
 	truncated      bool
 	err            error // reading it failed (data is nil) or was cut short
 	failed         bool  // it could not be read at all
+	fromMessage    bool  // data is the container's termination message (sourceOutput)
 }
 
 // snapshotPods reads the attempt's pods and their containers' log tails
@@ -723,10 +724,32 @@ func (e *EvidenceRecorder) snapshotPods(ctx context.Context, c *Collection) erro
 	}
 	for i := range pods {
 		for _, ctr := range containerNames(&pods[i]) {
+			if out, ok := sourceOutput(&pods[i], ctr); ok {
+				c.logs = append(c.logs, rawLog{pod: pods[i].Name, container: ctr, data: []byte(out), fromMessage: true})
+				continue
+			}
 			c.logs = append(c.logs, readLog(ctx, c, pods[i].Name, ctr))
 		}
 	}
 	return nil
+}
+
+// sourceOutput is the whole log of the pod's source fetch, from its
+// termination message: tau fetch-source, once it has succeeded, writes
+// there all it printed (render.SourceContainer), so its log is not read
+// from the kubelet, one request a pod fewer. A fetch that failed, or an
+// image from before it wrote the message (none then), is read as any
+// container is.
+func sourceOutput(p *corev1.Pod, container string) (string, bool) {
+	if container != render.SourceContainer {
+		return "", false
+	}
+	for _, cs := range p.Status.InitContainerStatuses {
+		if t := cs.State.Terminated; cs.Name == container && t != nil && t.ExitCode == 0 && t.Message != "" {
+			return t.Message, true
+		}
+	}
+	return "", false
 }
 
 // containerNames are the pod's containers that have a status (ran, or
@@ -765,7 +788,12 @@ func (c *Collection) logTail(l rawLog) evidence.LogTail {
 		return t
 	}
 	data := c.Masker.MaskBytes(l.data)
-	c.Rec.Metrics.ScanMetrics(data)
+	if l.fromMessage {
+		// Scanned already, as the container's termination message.
+		t.From = evidence.FromTerminationMessage
+	} else {
+		c.Rec.Metrics.ScanMetrics(data)
+	}
 	if l.err != nil {
 		t.Error = "log cut short: " + c.Masker.Mask(l.err.Error())
 	}

@@ -79,6 +79,16 @@ func (b *AttemptPodBuilder) ExitMessage(reason, msg string, start, end time.Time
 	return b
 }
 
+// SourceFetched gives the pod TauGrid's source init container
+// (render.SourceContainer), terminated with code and termination
+// message msg.
+func (b *AttemptPodBuilder) SourceFetched(code int32, msg string) *AttemptPodBuilder {
+	b.pod.Spec.InitContainers = []corev1.Container{{Name: render.SourceContainer, Image: "ghcr.io/taugrid/tau"}}
+	b.pod.Status.InitContainerStatuses = []corev1.ContainerStatus{{Name: render.SourceContainer,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code, Message: msg}}}}
+	return b
+}
+
 // GPUHealthSince sets the node agent's GPUHealthy condition, last changed
 // at since.
 func (b *GPUNodeBuilder) GPUHealthSince(s corev1.ConditionStatus, reason, msg string, since time.Time) *GPUNodeBuilder {

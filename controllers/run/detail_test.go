@@ -9,6 +9,7 @@ import (
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/controllers/shared/sharedtest"
 	"github.com/taugrid/taugrid/test/builders"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -17,10 +18,10 @@ import (
 )
 
 // A run passing through its start writes its status at each phase, not at
-// each sentence between: a message that only adds detail to the phase
-// waits for the rest of DetailInterval after the last write and is then
-// written as the run shows it; a new phase is written at once.
-func TestDetailWaitsForTheIntervalAndAPhaseDoesNot(t *testing.T) {
+// each sentence between: an admitted attempt starting with nothing holding
+// it is a brief step, its detail held until the step has lasted briefHold
+// (past DetailInterval); a new phase is written at once.
+func TestAStartThatGoesWellIsWrittenAtItsPhasesAlone(t *testing.T) {
 	w := newRunWorld(t, nil, submitted(taugridv1.PhaseQueued), job(builders.MakeJob("r1-1", ns).Unsuspended()), workloadOf(true))
 	w.r.DetailInterval = 2 * time.Second
 	ctx := context.Background()
@@ -32,30 +33,24 @@ func TestDetailWaitsForTheIntervalAndAPhaseDoesNot(t *testing.T) {
 		t.Fatalf("phase %s, want Admitted written at once", admitted.Status.Phase)
 	}
 
-	// Its pod appears, waiting for the scheduler: detail, held.
+	// Its pod appears, waiting for the scheduler: detail of a brief step,
+	// held past the detail interval, to briefHold.
 	pending := builders.MakeAttemptPod("r1-1-0", ns, "r1", 1).Obj()
 	if err := w.c.Create(ctx, pending); err != nil {
 		t.Fatal(err)
 	}
-	w.after(500 * time.Millisecond)
-	res, err := w.reconcile(t, "r1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := w.run(t, "r1"); got.Status.Message != admitted.Status.Message || got.ResourceVersion != admitted.ResourceVersion {
-		t.Errorf("detail written %s after the last write: %q", 500*time.Millisecond, got.Status.Message)
-	}
-	if res.RequeueAfter <= 0 || res.RequeueAfter > 1500*time.Millisecond {
-		t.Errorf("requeued after %s, want the rest of the interval (1.5s)", res.RequeueAfter)
-	}
-
-	// The interval is up: the run as it is now is written.
-	w.after(1500 * time.Millisecond)
-	if _, err := w.reconcile(t, "r1"); err != nil {
-		t.Fatal(err)
-	}
-	if got := w.run(t, "r1"); !strings.Contains(got.Status.Message, "waiting for the scheduler") {
-		t.Errorf("after the interval the message is %q, want the pod's wait", got.Status.Message)
+	for _, step := range []time.Duration{500 * time.Millisecond, 2500 * time.Millisecond} {
+		w.after(step)
+		res, err := w.reconcile(t, "r1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := w.run(t, "r1"); got.Status.Message != admitted.Status.Message || got.ResourceVersion != admitted.ResourceVersion {
+			t.Errorf("detail of a start going well written after %s: %q", step, got.Status.Message)
+		}
+		if res.RequeueAfter <= 0 || res.RequeueAfter > briefHold {
+			t.Errorf("requeued after %s, want the rest of briefHold", res.RequeueAfter)
+		}
 	}
 
 	// The pod runs a moment later: a new phase, written at once.
@@ -72,6 +67,51 @@ func TestDetailWaitsForTheIntervalAndAPhaseDoesNot(t *testing.T) {
 	}
 	if got := w.run(t, "r1"); got.Status.Phase != taugridv1.PhaseRunning {
 		t.Errorf("phase %s (%q) 100ms after the last write, want Running at once", got.Status.Phase, got.Status.Message)
+	}
+}
+
+// A start that lasts says so once it has lasted briefHold; one that
+// something holds (here a pod no node fits) is no brief step: the hold
+// turns a condition, written at once.
+func TestAStartThatLastsOrIsHeldIsWrittenAsDetail(t *testing.T) {
+	unschedulable := builders.MakeAttemptPod("r1-1-0", ns, "r1", 1).Obj()
+	unschedulable.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
+		Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available: 3 Insufficient nvidia.com/gpu."}}
+	for name, tc := range map[string]struct {
+		pod     *corev1.Pod
+		written time.Duration // after the Admitted write
+		says    string
+	}{
+		"waiting for the scheduler for long": {pod: builders.MakeAttemptPod("r1-1-0", ns, "r1", 1).Obj(), written: briefHold, says: "1 waiting for the scheduler"},
+		"a pod no node fits":                 {pod: unschedulable, written: 100 * time.Millisecond, says: "admitted, not starting: no node fits"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			w := newRunWorld(t, nil, submitted(taugridv1.PhaseQueued), job(builders.MakeJob("r1-1", ns).Unsuspended()), workloadOf(true))
+			w.r.DetailInterval = 2 * time.Second
+			if _, err := w.reconcile(t, "r1"); err != nil {
+				t.Fatal(err)
+			}
+			admitted := w.run(t, "r1")
+			if err := w.c.Create(context.Background(), tc.pod); err != nil {
+				t.Fatal(err)
+			}
+			if before := tc.written - 100*time.Millisecond; before > 0 {
+				w.after(before)
+				if _, err := w.reconcile(t, "r1"); err != nil {
+					t.Fatal(err)
+				}
+				if got := w.run(t, "r1"); got.ResourceVersion != admitted.ResourceVersion {
+					t.Errorf("written %s after the Admitted write: %q; want %s", before, got.Status.Message, tc.written)
+				}
+			}
+			w.after(100 * time.Millisecond)
+			if _, err := w.reconcile(t, "r1"); err != nil {
+				t.Fatal(err)
+			}
+			if got := w.run(t, "r1"); !strings.Contains(got.Status.Message, tc.says) {
+				t.Errorf("%s after the Admitted write the run says %q, want %q", tc.written, got.Status.Message, tc.says)
+			}
+		})
 	}
 }
 
@@ -170,7 +210,7 @@ func TestDetailWaitsLongerTheLongerTheRunHasBeenInItsPhase(t *testing.T) {
 
 // A queued run whose workload holds its quota and waits on TauGrid's own
 // admission check alone does not say so unless the wait lasts
-// ownCheckHold: the check decides, Kueue admits, and the next write is the
+// briefHold: the check decides, Kueue admits, and the next write is the
 // Admitted phase. A check that takes longer is written then; a wait on
 // another controller's check is written as any detail.
 func TestAWaitOnTauGridsOwnCheckIsWrittenOnlyIfItLasts(t *testing.T) {
@@ -258,5 +298,36 @@ func TestAWaitOnTauGridsOwnCheckIsWrittenOnlyIfItLasts(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A Job just submitted whose Workload Kueue has not made yet is in a brief
+// step: the run says "submitted" until that has lasted briefHold, then
+// that Kueue has not seen it.
+func TestAWorkloadKueueHasNotMadeYetIsWrittenOnlyIfItLasts(t *testing.T) {
+	w := newRunWorld(t, nil, builders.MakeTauRun("r1", ns).UID("u1").Obj())
+	w.r.DetailInterval = 2 * time.Second
+	if _, err := w.reconcile(t, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	before := w.run(t, "r1")
+	if before.Status.Phase != taugridv1.PhaseQueued || !strings.HasPrefix(before.Status.Message, "submitted") {
+		t.Fatalf("the run submitted is %s: %q", before.Status.Phase, before.Status.Message)
+	}
+	for _, step := range []time.Duration{100 * time.Millisecond, 3 * time.Second, 1900 * time.Millisecond} { // the step first seen at the first
+		w.after(step)
+		if _, err := w.reconcile(t, "r1"); err != nil {
+			t.Fatal(err)
+		}
+		if got := w.run(t, "r1"); got.ResourceVersion != before.ResourceVersion {
+			t.Fatalf("written before briefHold: %q", got.Status.Message)
+		}
+	}
+	w.after(100 * time.Millisecond)
+	if _, err := w.reconcile(t, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.run(t, "r1"); got.Status.Message != "waiting for Kueue to see the workload" {
+		t.Errorf("after briefHold the run says %q, want that Kueue has not seen the workload", got.Status.Message)
 	}
 }

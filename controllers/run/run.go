@@ -111,7 +111,7 @@ type RunReconciler struct {
 	planned   *shared.Memo[types.UID, plannedLimits] // see limits
 
 	statusWrites *shared.Memo[types.NamespacedName, time.Time] // see detailWait
-	ownChecks    *shared.Memo[types.NamespacedName, time.Time] // see noteOwnCheck
+	briefSteps   *shared.Memo[types.NamespacedName, time.Time] // see noteBriefStep
 	usageReads   *shared.Memo[types.NamespacedName, usageRead] // see reconcileGPUUsage
 
 	waiting *lru.Cache // see waitingSlots
@@ -144,7 +144,7 @@ func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (r
 			shared.WrittenOf(&r.Written).Forget(req.NamespacedName)
 			shared.MemoOf(&r.statusWrites).Forget(req.NamespacedName)
 			shared.MemoOf(&r.usageReads).Forget(req.NamespacedName)
-			shared.MemoOf(&r.ownChecks).Forget(req.NamespacedName)
+			shared.MemoOf(&r.briefSteps).Forget(req.NamespacedName)
 		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
@@ -753,7 +753,7 @@ func (r *RunReconciler) checkPhase(ctx context.Context, run *taugridv1.TauRun, o
 			p.Phase = taugridv1.PhaseFailed
 		}
 	}
-	r.noteOwnCheck(run, c.wait != nil && waitsOnOwnCheck(*c.wait, obs.Workload))
+	r.noteBriefStep(run, briefStep(*p, c.wait, obs.Workload))
 	return c, err
 }
 

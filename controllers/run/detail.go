@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/runs"
@@ -72,53 +73,69 @@ func (r *RunReconciler) detailWait(base, run *taugridv1.TauRun) time.Duration {
 	if at, ok := shared.MemoOf(&r.statusWrites).Get(key); ok {
 		wait = r.detailInterval(run) - r.Clock.Now().Sub(at)
 	}
-	if since, ok := shared.MemoOf(&r.briefSteps).Get(key); ok {
-		wait = max(wait, briefHold-r.Clock.Now().Sub(since))
+	if b, ok := shared.MemoOf(&r.briefSteps).Get(key); ok {
+		wait = max(wait, briefHold-r.Clock.Now().Sub(b.since))
 	}
 	return max(0, wait)
 }
 
 // briefHold is how long a run may be in a brief step before its detail
 // says so. A brief step is one the cluster passes in a second or a few
-// when all is well, each sentence of it soon stale: Kueue making the
+// when all is well, each sentence about it soon stale: Kueue making the
 // Workload for a submitted Job; a workload that holds its quota waiting
 // on TauGrid's own admission checks alone (taugrid-policy-<platform>;
-// the check decides in about a second, and Kueue admits); an admitted
-// attempt starting with nothing holding it (Kueue unsuspending the Job,
-// the Job creating its pods, the scheduler placing them, their
+// the check decides in about a second, and Kueue admits); each step of
+// an admitted attempt's start that nothing holds (Kueue unsuspending the
+// Job, the Job creating its pods, the scheduler placing them, their
 // containers starting). The run's next write is then its next phase
 // (Queued, Admitted, Running), not a sentence about each step between.
 // hack/scale, 10,000 runs: 2.7 status writes a run while Admitted, 1.7
 // of them such sentences, when each waited DetailInterval only. A step
-// that lasts is written then, as any wait; one that is not brief (a pod
-// no node fits, an image that does not pull, a place in a queue, another
-// controller's check) is written at the detail interval.
+// that lasts is written once it has lasted briefHold, as any wait; a
+// wait that is no brief step (a pod no node fits, an image that does
+// not pull, a place in a queue, another controller's check) is written
+// at the detail interval, or at once when a condition turns.
 const briefHold = 5 * time.Second
 
-// noteBriefStep records when the run was first seen in a brief step
-// (briefHold), and forgets it once it is in any other.
-func (r *RunReconciler) noteBriefStep(run *taugridv1.TauRun, brief bool) {
+// brief is the brief step a run was last seen in, and since when.
+type brief struct {
+	step  string
+	since time.Time
+}
+
+// noteBriefStep records when the run was first seen in brief step step
+// (briefHold), and forgets it once it is in none ("").
+func (r *RunReconciler) noteBriefStep(run *taugridv1.TauRun, step string) {
 	key := types.NamespacedName{Namespace: run.Namespace, Name: run.Name}
 	memo := shared.MemoOf(&r.briefSteps)
-	if !brief {
+	if step == "" {
 		memo.Forget(key)
 		return
 	}
-	if _, ok := memo.Get(key); !ok {
-		memo.Put(key, r.Clock.Now())
+	if b, ok := memo.Get(key); !ok || b.step != step {
+		memo.Put(key, brief{step: step, since: r.Clock.Now()})
 	}
 }
 
-// briefStep: the run, at phase p with wait c (Queued) and workload wl,
-// is in a brief step (briefHold).
-func briefStep(p Progress, wait *runs.Explanation, wl *kueue.Workload) bool {
-	switch p.Phase {
-	case taugridv1.PhaseQueued:
-		return wait != nil && (wait.Kind == runs.WaitUnseen || waitsOnOwnCheck(*wait, wl))
-	case taugridv1.PhaseAdmitted:
-		return !p.Held
+// briefStep names the brief step (briefHold) the run is in, at phase p
+// with wait (Queued) and workload wl; "" for none. A start's step is its
+// sentence with the counts in it blanked: pods moving on within a step
+// ("1 of 8 running", then "2 of 8") are that step still, and a Job that
+// Kueue took 20 s to unsuspend does not make its pods' first second a
+// step that has lasted.
+func briefStep(p Progress, wait *runs.Explanation, wl *kueue.Workload) string {
+	switch {
+	case p.Phase == taugridv1.PhaseQueued && wait != nil && (wait.Kind == runs.WaitUnseen || waitsOnOwnCheck(*wait, wl)):
+		return string(wait.Kind)
+	case p.Phase == taugridv1.PhaseAdmitted && !p.Held:
+		return strings.Map(func(c rune) rune {
+			if unicode.IsDigit(c) {
+				return '#'
+			}
+			return c
+		}, p.Message)
 	}
-	return false
+	return ""
 }
 
 // waitsOnOwnCheck: ex says wl holds its quota and waits for admission

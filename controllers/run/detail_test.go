@@ -9,6 +9,7 @@ import (
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/controllers/shared/sharedtest"
 	"github.com/taugrid/taugrid/test/builders"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,6 +97,10 @@ func TestAStartThatLastsOrIsHeldIsWrittenAsDetail(t *testing.T) {
 				t.Fatal(err)
 			}
 			if before := tc.written - 100*time.Millisecond; before > 0 {
+				// The pod's event brings the run a look at once.
+				if _, err := w.reconcile(t, "r1"); err != nil {
+					t.Fatal(err)
+				}
 				w.after(before)
 				if _, err := w.reconcile(t, "r1"); err != nil {
 					t.Fatal(err)
@@ -329,5 +334,52 @@ func TestAWorkloadKueueHasNotMadeYetIsWrittenOnlyIfItLasts(t *testing.T) {
 	}
 	if got := w.run(t, "r1"); got.Status.Message != "waiting for Kueue to see the workload" {
 		t.Errorf("after briefHold the run says %q, want that Kueue has not seen the workload", got.Status.Message)
+	}
+}
+
+// Each step of a start is brief on its own: a Job Kueue took 20 s to
+// unsuspend (the run said so with its Admitted phase) starts a new step
+// when it is unsuspended, held as any, so the run's next write is Running.
+func TestEachStepOfAStartIsHeldOnItsOwn(t *testing.T) {
+	ctx := context.Background()
+	w := newRunWorld(t, nil, submitted(taugridv1.PhaseQueued), job(builders.MakeJob("r1-1", ns)), workloadOf(true))
+	w.r.DetailInterval = 2 * time.Second
+	if _, err := w.reconcile(t, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	admitted := w.run(t, "r1")
+	if !strings.Contains(admitted.Status.Message, "still suspended") {
+		t.Fatalf("the admitted run says %q, want the Job still suspended", admitted.Status.Message)
+	}
+	w.after(20 * time.Second)
+	if _, err := w.reconcile(t, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	j := &batchv1.Job{}
+	if err := w.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "r1-1"}, j); err != nil {
+		t.Fatal(err)
+	}
+	j.Spec.Suspend = ptr.To(false)
+	if err := w.c.Update(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.c.Create(ctx, builders.MakeAttemptPod("r1-1-0", ns, "r1", 1).Obj()); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []time.Duration{100 * time.Millisecond, 4800 * time.Millisecond} {
+		w.after(step)
+		if _, err := w.reconcile(t, "r1"); err != nil {
+			t.Fatal(err)
+		}
+		if got := w.run(t, "r1"); got.ResourceVersion != admitted.ResourceVersion {
+			t.Fatalf("a step of the start written before it lasted briefHold: %q", got.Status.Message)
+		}
+	}
+	w.after(200 * time.Millisecond)
+	if _, err := w.reconcile(t, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.run(t, "r1"); !strings.Contains(got.Status.Message, "waiting for the scheduler") {
+		t.Errorf("a step that lasted briefHold: the run says %q, want the pod's wait", got.Status.Message)
 	}
 }

@@ -111,7 +111,7 @@ type RunReconciler struct {
 	planned   *shared.Memo[types.UID, plannedLimits] // see limits
 
 	statusWrites *shared.Memo[types.NamespacedName, time.Time] // see detailWait
-	briefSteps   *shared.Memo[types.NamespacedName, time.Time] // see noteBriefStep
+	briefSteps   *shared.Memo[types.NamespacedName, brief]     // see noteBriefStep
 	usageReads   *shared.Memo[types.NamespacedName, usageRead] // see reconcileGPUUsage
 
 	waiting *lru.Cache // see waitingSlots

@@ -105,7 +105,7 @@ func newRunWorld(t testing.TB, faults *interceptor.Funcs, objs ...client.Object)
 	w := &runWorld{c: c, files: &fakeFiles{files: map[string][]byte{"tau.yaml": exampleTauFile(t)}},
 		policies: &fakePolicies{pol: examplePolicy(t), commit: policyHead}, events: events.NewFakeRecorder(100)}
 	w.r = &RunReconciler{Client: c, Scheme: sharedtest.Scheme(), Clock: sharedtest.Clock(), Recorder: w.events,
-		Files: w.files, Policies: w.policies}
+		Files: w.files, Policies: w.policies, Indexed: true}
 	return w
 }
 

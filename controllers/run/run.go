@@ -101,6 +101,12 @@ type RunReconciler struct {
 	// to a run's phase until this long after its last status write
 	// (detailWait); 0 writes every change at once.
 	DetailInterval time.Duration
+	// Indexed: Client's reads are answered by a cache that holds
+	// shared.Indexes (cmd/tau-controller's manager), and a run's pods and
+	// a queue's unfinished Workloads are listed by them. False (a client
+	// that reads the API server, which knows no such field): by their
+	// namespace and labels.
+	Indexed bool
 	// Written records the run status writes of this process, shared with
 	// the other controllers that write a run's status; nil: a record of
 	// the reconciler's own writes only (see CacheLagsWrite).
@@ -1051,8 +1057,15 @@ func (r *RunReconciler) observePods(ctx context.Context, run *taugridv1.TauRun, 
 	}
 	var pods corev1.PodList
 	attempt := strconv.Itoa(len(run.Status.Attempts))
-	if err := podReader.List(ctx, &pods, client.InNamespace(run.Namespace), client.MatchingLabels{render.LabelRun: run.Name, render.LabelAttempt: attempt},
-		client.UnsafeDisableDeepCopy); err != nil {
+	ofRun := []client.ListOption{client.InNamespace(run.Namespace), client.UnsafeDisableDeepCopy,
+		client.MatchingLabels{render.LabelRun: run.Name, render.LabelAttempt: attempt}}
+	if obs.Cluster == "" && r.Indexed {
+		// From the run's own pods (shared.IndexPodRun), the attempt's
+		// label matched among them alone. A worker's cache has no index.
+		ofRun[2] = client.MatchingLabels{render.LabelAttempt: attempt}
+		ofRun = append(ofRun, client.MatchingFields{shared.IndexPodRun: run.Name})
+	}
+	if err := podReader.List(ctx, &pods, ofRun...); err != nil {
 		return err
 	}
 	obs.Pods = pods.Items

@@ -1008,12 +1008,13 @@ func (r *RunReconciler) observe(ctx context.Context, run *taugridv1.TauRun) (Obs
 	var obs Observed
 	key := types.NamespacedName{Namespace: run.Namespace, Name: run.Status.Workload.Name}
 	var owner client.Object
-	switch run.Status.Workload.Kind {
+	kind := run.Status.Workload.Kind
+	switch kind {
 	case "RayJob":
 		obs.RayJob = &rayv1.RayJob{}
 		owner = obs.RayJob
 	default:
-		obs.Job = &batchv1.Job{}
+		obs.Job, kind = &batchv1.Job{}, "Job"
 		owner = obs.Job
 	}
 	if err := r.Get(ctx, key, owner); apierrors.IsNotFound(err) && r.APIReader != nil {
@@ -1024,9 +1025,16 @@ func (r *RunReconciler) observe(ctx context.Context, run *taugridv1.TauRun) (Obs
 	} else if err != nil {
 		return obs, err
 	}
-	// Kueue labels each Workload with its owner's UID.
+	// Kueue labels each Workload with its owner's UID; the cache indexes
+	// them by their owner (shared.IndexWorkloadOwner): the run's own are
+	// found without matching the labels of every Workload the namespace
+	// has kept.
 	var wls kueue.WorkloadList
-	if err := r.List(ctx, &wls, client.InNamespace(run.Namespace), client.MatchingLabels{shared.KueueJobUID: string(owner.GetUID())}); err != nil {
+	ofOwner := client.ListOption(client.MatchingLabels{shared.KueueJobUID: string(owner.GetUID())})
+	if r.Indexed {
+		ofOwner = client.MatchingFields{shared.IndexWorkloadOwner: kind + "/" + key.Name}
+	}
+	if err := r.List(ctx, &wls, client.InNamespace(run.Namespace), ofOwner); err != nil {
 		return obs, err
 	}
 	for i := range wls.Items {

@@ -60,7 +60,8 @@ func newFetchSourceCmd() *cobra.Command {
 			if err := runFetchSource(cmd.Context(), opts, out); err != nil {
 				return err
 			}
-			return writeTerminationLog(opts.TerminationLog, printed.Bytes(), cmd.ErrOrStderr())
+			writeTerminationLog(opts.TerminationLog, printed.Bytes(), cmd.ErrOrStderr())
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&opts.URL, "url", "", "archive URL")
@@ -104,15 +105,14 @@ func runFetchSource(ctx context.Context, opts *fetchOptions, out io.Writer) erro
 // is named and it fits the kubelet's limit. A message that cannot be
 // written whole is emptied, never left in part: the sealer then reads
 // the container's log instead. Not writing it fails nothing.
-func writeTerminationLog(file string, printed []byte, stderr io.Writer) error {
+func writeTerminationLog(file string, printed []byte, stderr io.Writer) {
 	if file == "" || len(printed) > maxTerminationMessage {
-		return nil
+		return
 	}
 	if err := os.WriteFile(file, printed, 0o644); err != nil {
 		_ = os.Truncate(file, 0)
 		fmt.Fprintf(stderr, "not writing the termination message: %v\n", err)
 	}
-	return nil
 }
 
 func fetchSource(ctx context.Context, o *fetchOptions) (int, error) {

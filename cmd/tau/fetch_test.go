@@ -132,20 +132,19 @@ func TestFetchSourceWritesWhatItPrintedAsItsTerminationMessage(t *testing.T) {
 	})
 	t.Run("too long to keep whole", func(t *testing.T) {
 		msg := filepath.Join(t.TempDir(), "termination-log")
-		if err := writeTerminationLog(msg, bytes.Repeat([]byte("x"), maxTerminationMessage+1), io.Discard); err != nil {
-			t.Fatal(err)
-		}
+		writeTerminationLog(msg, bytes.Repeat([]byte("x"), maxTerminationMessage+1), io.Discard)
 		if _, err := os.Stat(msg); !os.IsNotExist(err) {
 			t.Errorf("output over the kubelet's %d bytes was written: %v", maxTerminationMessage, err)
 		}
 	})
 	t.Run("unwritable", func(t *testing.T) {
-		var stderr bytes.Buffer
-		if err := writeTerminationLog(filepath.Join(t.TempDir(), "no", "such", "dir"), []byte("unpacked\n"), &stderr); err != nil {
+		_, stderr, err := tau(t, "fetch-source", "--url="+url, "--sha256="+sum, "--dest="+filepath.Join(t.TempDir(), "src"),
+			"--termination-log="+filepath.Join(t.TempDir(), "no", "such", "dir"))
+		if err != nil {
 			t.Errorf("an unwritable termination message failed the fetch: %v", err)
 		}
-		if !strings.Contains(stderr.String(), "not writing the termination message") {
-			t.Errorf("stderr %q, want it to say the message was not written", stderr.String())
+		if !strings.Contains(stderr, "not writing the termination message") {
+			t.Errorf("stderr %q, want it to say the message was not written", stderr)
 		}
 	})
 }

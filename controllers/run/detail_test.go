@@ -97,27 +97,27 @@ func TestAStartThatLastsOrIsHeldIsWrittenAsDetail(t *testing.T) {
 				t.Fatal(err)
 			}
 			if before := tc.written - 100*time.Millisecond; before > 0 {
-				// The pod's event brings the run a look at once.
-				if _, err := w.reconcile(t, "r1"); err != nil {
-					t.Fatal(err)
-				}
-				w.after(before)
-				if _, err := w.reconcile(t, "r1"); err != nil {
-					t.Fatal(err)
-				}
-				if got := w.run(t, "r1"); got.ResourceVersion != admitted.ResourceVersion {
+				w.lookAfter(t, 0) // the pod's event brings the run a look at once
+				if got := w.lookAfter(t, before); got.ResourceVersion != admitted.ResourceVersion {
 					t.Errorf("written %s after the Admitted write: %q; want %s", before, got.Status.Message, tc.written)
 				}
 			}
-			w.after(100 * time.Millisecond)
-			if _, err := w.reconcile(t, "r1"); err != nil {
-				t.Fatal(err)
-			}
-			if got := w.run(t, "r1"); !strings.Contains(got.Status.Message, tc.says) {
+			if got := w.lookAfter(t, 100*time.Millisecond); !strings.Contains(got.Status.Message, tc.says) {
 				t.Errorf("%s after the Admitted write the run says %q, want %q", tc.written, got.Status.Message, tc.says)
 			}
 		})
 	}
+}
+
+// lookAfter moves the world's clock on by d, has the reconciler look at
+// run r1 then, and returns the run as stored after the look.
+func (w *runWorld) lookAfter(t *testing.T, d time.Duration) *taugridv1.TauRun {
+	t.Helper()
+	w.after(d)
+	if _, err := w.reconcile(t, "r1"); err != nil {
+		t.Fatal(err)
+	}
+	return w.run(t, "r1")
 }
 
 // Without an interval every change is written.
@@ -319,20 +319,13 @@ func TestAWorkloadKueueHasNotMadeYetIsWrittenOnlyIfItLasts(t *testing.T) {
 	if before.Status.Phase != taugridv1.PhaseQueued || !strings.HasPrefix(before.Status.Message, "submitted") {
 		t.Fatalf("the run submitted is %s: %q", before.Status.Phase, before.Status.Message)
 	}
-	for _, step := range []time.Duration{100 * time.Millisecond, 3 * time.Second, 1900 * time.Millisecond} { // the step first seen at the first
-		w.after(step)
-		if _, err := w.reconcile(t, "r1"); err != nil {
-			t.Fatal(err)
-		}
-		if got := w.run(t, "r1"); got.ResourceVersion != before.ResourceVersion {
+	// The step is first seen at the first look, 100 ms after the write.
+	for _, step := range []time.Duration{100 * time.Millisecond, 3 * time.Second, 1900 * time.Millisecond} {
+		if got := w.lookAfter(t, step); got.ResourceVersion != before.ResourceVersion {
 			t.Fatalf("written before briefHold: %q", got.Status.Message)
 		}
 	}
-	w.after(100 * time.Millisecond)
-	if _, err := w.reconcile(t, "r1"); err != nil {
-		t.Fatal(err)
-	}
-	if got := w.run(t, "r1"); got.Status.Message != "waiting for Kueue to see the workload" {
+	if got := w.lookAfter(t, 100*time.Millisecond); got.Status.Message != "waiting for Kueue to see the workload" {
 		t.Errorf("after briefHold the run says %q, want that Kueue has not seen the workload", got.Status.Message)
 	}
 }
@@ -351,10 +344,7 @@ func TestEachStepOfAStartIsHeldOnItsOwn(t *testing.T) {
 	if !strings.Contains(admitted.Status.Message, "still suspended") {
 		t.Fatalf("the admitted run says %q, want the Job still suspended", admitted.Status.Message)
 	}
-	w.after(20 * time.Second)
-	if _, err := w.reconcile(t, "r1"); err != nil {
-		t.Fatal(err)
-	}
+	w.lookAfter(t, 20*time.Second)
 	j := &batchv1.Job{}
 	if err := w.c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "r1-1"}, j); err != nil {
 		t.Fatal(err)
@@ -367,19 +357,11 @@ func TestEachStepOfAStartIsHeldOnItsOwn(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, step := range []time.Duration{100 * time.Millisecond, 4800 * time.Millisecond} {
-		w.after(step)
-		if _, err := w.reconcile(t, "r1"); err != nil {
-			t.Fatal(err)
-		}
-		if got := w.run(t, "r1"); got.ResourceVersion != admitted.ResourceVersion {
+		if got := w.lookAfter(t, step); got.ResourceVersion != admitted.ResourceVersion {
 			t.Fatalf("a step of the start written before it lasted briefHold: %q", got.Status.Message)
 		}
 	}
-	w.after(200 * time.Millisecond)
-	if _, err := w.reconcile(t, "r1"); err != nil {
-		t.Fatal(err)
-	}
-	if got := w.run(t, "r1"); !strings.Contains(got.Status.Message, "waiting for the scheduler") {
+	if got := w.lookAfter(t, 200*time.Millisecond); !strings.Contains(got.Status.Message, "waiting for the scheduler") {
 		t.Errorf("a step that lasted briefHold: the run says %q, want the pod's wait", got.Status.Message)
 	}
 }

@@ -1065,15 +1065,13 @@ func (r *RunReconciler) observePods(ctx context.Context, run *taugridv1.TauRun, 
 	}
 	var pods corev1.PodList
 	attempt := strconv.Itoa(len(run.Status.Attempts))
-	ofRun := []client.ListOption{client.InNamespace(run.Namespace), client.UnsafeDisableDeepCopy,
-		client.MatchingLabels{render.LabelRun: run.Name, render.LabelAttempt: attempt}}
+	ofRun := []client.ListOption{client.MatchingLabels{render.LabelRun: run.Name, render.LabelAttempt: attempt}}
 	if obs.Cluster == "" && r.Indexed {
 		// From the run's own pods (shared.IndexPodRun), the attempt's
 		// label matched among them alone. A worker's cache has no index.
-		ofRun[2] = client.MatchingLabels{render.LabelAttempt: attempt}
-		ofRun = append(ofRun, client.MatchingFields{shared.IndexPodRun: run.Name})
+		ofRun = []client.ListOption{client.MatchingFields{shared.IndexPodRun: run.Name}, client.MatchingLabels{render.LabelAttempt: attempt}}
 	}
-	if err := podReader.List(ctx, &pods, ofRun...); err != nil {
+	if err := podReader.List(ctx, &pods, append(ofRun, client.InNamespace(run.Namespace), client.UnsafeDisableDeepCopy)...); err != nil {
 		return err
 	}
 	obs.Pods = pods.Items

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 	"sigs.k8s.io/yaml"
@@ -139,15 +140,20 @@ func TestASlimPodSpecReadsAsTheWholeOne(t *testing.T) {
 	t.Logf("pod specs as JSON: %d bytes, slim %d (%.0f%%)", whole, slim, 100*float64(slim)/float64(whole))
 }
 
-// The cache keeps no pod spec of the templates of Jobs, RayJobs and
-// Workloads (what they ask for is read from the rendered objects), and
-// leaves their other fields alone.
+// The cache keeps no pod template of Jobs and RayJobs, nor a Job's
+// selector (what they ask for is read from the rendered objects), and of a
+// Workload's templates only what the queue's start estimate reads: the
+// GPUs each pod set asks for. It leaves their other fields alone.
 func TestTheCacheSlimsEveryCachedPodTemplate(t *testing.T) {
 	specs := renderedPodSpecs(t)
 	spec := specs[slices.Sorted(maps.Keys(specs))[0]]
-	job := &batchv1.Job{Spec: batchv1.JobSpec{Parallelism: ptr.To(int32(4)), Template: corev1.PodTemplateSpec{Spec: *spec.DeepCopy()}}}
+	job := &batchv1.Job{Spec: batchv1.JobSpec{Parallelism: ptr.To(int32(4)), Template: corev1.PodTemplateSpec{Spec: *spec.DeepCopy()},
+		Selector: &metav1.LabelSelector{MatchLabels: map[string]string{batchv1.ControllerUidLabel: "c289fae7"}}}}
 	job.Spec.Template.Labels = map[string]string{"taugrid.dev/attempt": "2"}
+	job.Labels = map[string]string{"taugrid.dev/attempt": "2"}
 	wl := &kueue.Workload{Spec: kueue.WorkloadSpec{QueueName: "runs", PodSets: []kueue.PodSet{{Name: "main", Count: 4, Template: corev1.PodTemplateSpec{Spec: *spec.DeepCopy()}}}}}
+	wl.Spec.PodSets[0].Template.Labels = map[string]string{"taugrid.dev/attempt": "2"}
+	gpus := runs.WorkloadGPUs(wl)
 	ray := &rayv1.RayJob{Spec: rayv1.RayJobSpec{Entrypoint: "python train.py", RayClusterSpec: &rayv1.RayClusterSpec{
 		HeadGroupSpec:    rayv1.HeadGroupSpec{Template: corev1.PodTemplateSpec{Spec: *spec.DeepCopy()}},
 		WorkerGroupSpecs: []rayv1.WorkerGroupSpec{{GroupName: "gpu", Replicas: ptr.To(int32(2)), Template: corev1.PodTemplateSpec{Spec: *spec.DeepCopy()}}},
@@ -157,15 +163,53 @@ func TestTheCacheSlimsEveryCachedPodTemplate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for what, s := range map[string]*corev1.PodSpec{"job": &job.Spec.Template.Spec, "workload": &wl.Spec.PodSets[0].Template.Spec,
-		"ray head": &ray.Spec.RayClusterSpec.HeadGroupSpec.Template.Spec, "ray worker": &ray.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template.Spec} {
-		if !equality.Semantic.DeepEqual(*s, corev1.PodSpec{}) {
-			t.Errorf("%s: template spec kept: %+v", what, s)
+	for what, s := range map[string]*corev1.PodTemplateSpec{"job": &job.Spec.Template,
+		"ray head": &ray.Spec.RayClusterSpec.HeadGroupSpec.Template, "ray worker": &ray.Spec.RayClusterSpec.WorkerGroupSpecs[0].Template} {
+		if !equality.Semantic.DeepEqual(*s, corev1.PodTemplateSpec{}) {
+			t.Errorf("%s: template kept: %+v", what, s)
 		}
 	}
-	if *job.Spec.Parallelism != 4 || job.Spec.Template.Labels["taugrid.dev/attempt"] != "2" || wl.Spec.QueueName != "runs" || wl.Spec.PodSets[0].Count != 4 ||
+	if job.Spec.Selector != nil {
+		t.Errorf("job: selector kept: %v", job.Spec.Selector)
+	}
+	if got := runs.WorkloadGPUs(wl); got != gpus || gpus != 4 {
+		t.Errorf("the cached workload asks for %d GPUs, the whole one %d; want 4 (4 pods of 1)", got, gpus)
+	}
+	keep := corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: spec.Containers[0].Name,
+		Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{runs.GPU: resource.MustParse("1")}}}}}}
+	if !equality.Semantic.DeepEqual(wl.Spec.PodSets[0].Template, keep) {
+		t.Errorf("workload: template kept %+v, want only %+v", wl.Spec.PodSets[0].Template, keep)
+	}
+	if *job.Spec.Parallelism != 4 || job.Labels["taugrid.dev/attempt"] != "2" || wl.Spec.QueueName != "runs" || wl.Spec.PodSets[0].Count != 4 ||
 		ray.Spec.Entrypoint == "" || *ray.Spec.RayClusterSpec.WorkerGroupSpecs[0].Replicas != 2 {
-		t.Errorf("fields beside the pod spec changed: job %+v, workload %+v, ray %+v", job.Spec, wl.Spec, ray.Spec)
+		t.Errorf("fields beside the pod templates changed: job %+v, workload %+v, ray %+v", job.Spec, wl.Spec, ray.Spec)
+	}
+}
+
+// A pod that has terminated keeps what the sealer and the run's phase
+// read (its node, its containers' names, the Secrets it names) and drops
+// what only pods that wait or run are read for: what it asks for and
+// where it could run.
+func TestATerminatedPodKeepsWhatItsEndIsReadFor(t *testing.T) {
+	for name, spec := range renderedPodSpecs(t) {
+		pod := &corev1.Pod{Spec: *spec.DeepCopy(), Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}
+		cut := pod.DeepCopy()
+		shared.SlimPodSpecs(cut)
+		want, got := map[string]bool{}, map[string]bool{}
+		runs.SecretNames(&pod.Spec, want)
+		runs.SecretNames(&cut.Spec, got)
+		if !maps.Equal(want, got) {
+			t.Errorf("%s: Secrets named %v, slim %v", name, slices.Sorted(maps.Keys(want)), slices.Sorted(maps.Keys(got)))
+		}
+		if cut.Spec.NodeName != pod.Spec.NodeName || len(cut.Spec.InitContainers) != len(pod.Spec.InitContainers) || len(cut.Spec.Containers) != len(pod.Spec.Containers) ||
+			cut.Spec.Containers[0].Name != pod.Spec.Containers[0].Name {
+			t.Errorf("%s: node %q, %d+%d containers; slim %q, %d+%d", name, pod.Spec.NodeName, len(pod.Spec.InitContainers), len(pod.Spec.Containers),
+				cut.Spec.NodeName, len(cut.Spec.InitContainers), len(cut.Spec.Containers))
+		}
+		if cut.Spec.NodeSelector != nil || cut.Spec.Tolerations != nil || janitor.Accelerators(cut) != "" || len(runctrl.PodRequestTotals(cut)) != 0 {
+			t.Errorf("%s: a terminated pod keeps node selector %v, tolerations %v, accelerators %q, requests %v", name,
+				cut.Spec.NodeSelector, cut.Spec.Tolerations, janitor.Accelerators(cut), runctrl.PodRequestTotals(cut))
+		}
 	}
 }
 

@@ -25,13 +25,15 @@ func CacheOptions() cache.Options {
 	}}
 }
 
-// CacheTransform strips managed fields and slims pod specs.
+// CacheTransform strips managed fields, slims pod specs and shares the
+// object's repeated strings with the objects cached before it.
 func CacheTransform(obj any) (any, error) {
 	obj, err := stripManagedFields(obj)
 	if err != nil {
 		return nil, err
 	}
 	SlimPodSpecs(obj)
+	internStrings(obj)
 	return obj, nil
 }
 

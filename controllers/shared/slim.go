@@ -1,6 +1,8 @@
 package shared
 
 import (
+	"strings"
+
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -13,11 +15,21 @@ import (
 // run's phase, its wait explanations, the janitor, GPU usage) and the
 // Secrets it names (env, envFrom, volumes, image pull secrets: evidence
 // and logs mask their values). The rest (commands, environment values,
-// mounts, probes, affinity) is most of a pod's size. Of the pod templates
-// of Jobs, RayJobs and Kueue Workloads it keeps no spec at all: what a
-// run's workload asks for is read from the objects the run reconciler
-// renders (queueing, evidence), never from the cached copies (hack/scale:
-// pod specs were a quarter of the heap at 10,000 runs).
+// mounts, probes, affinity) is most of a pod's size. Once a pod has
+// terminated, what it asked for and where it could run are read no more
+// (those readers look at pods that wait or run), so its resources, node
+// selector and tolerations go too: at 10,000 ended runs the cache holds
+// 10,000 such pods.
+//
+// Of the pod templates of Jobs, RayJobs and Kueue Workloads it keeps no
+// labels, annotations or spec, and no Job's selector: what a run's
+// workload is made of is read from the objects the run reconciler renders
+// (queueing, evidence) or from the API server (adoption, the admission
+// check's copies on workers), never from the cached copies (hack/scale:
+// pod specs were a quarter of the heap at 10,000 runs). A Workload's pod
+// sets keep, of each container, its name and the accelerators it asks
+// for: the queue's start estimate counts the GPUs of the workloads ahead
+// (runs.WorkloadGPUs).
 //
 // The cached objects are never written back whole: TauGrid patches Jobs,
 // Workloads and pods with merge patches computed against the same slim
@@ -87,18 +99,62 @@ func SlimPodSpecs(obj any) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		slimPodSpec(&o.Spec)
+		if PodTerminated(o) {
+			o.Spec.NodeSelector, o.Spec.Tolerations = nil, nil
+			for _, cs := range [][]corev1.Container{o.Spec.InitContainers, o.Spec.Containers} {
+				for i := range cs {
+					cs[i].Resources = corev1.ResourceRequirements{}
+				}
+			}
+		}
 	case *batchv1.Job:
-		o.Spec.Template.Spec = corev1.PodSpec{}
+		o.Spec.Template = corev1.PodTemplateSpec{}
+		o.Spec.Selector = nil
 	case *kueue.Workload:
 		for i := range o.Spec.PodSets {
-			o.Spec.PodSets[i].Template.Spec = corev1.PodSpec{}
+			t := &o.Spec.PodSets[i].Template
+			*t = corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: acceleratorsOf(t.Spec.Containers)}}
 		}
 	case *rayv1.RayJob:
 		if rc := o.Spec.RayClusterSpec; rc != nil {
-			rc.HeadGroupSpec.Template.Spec = corev1.PodSpec{}
+			rc.HeadGroupSpec.Template = corev1.PodTemplateSpec{}
 			for i := range rc.WorkerGroupSpecs {
-				rc.WorkerGroupSpecs[i].Template.Spec = corev1.PodSpec{}
+				rc.WorkerGroupSpecs[i].Template = corev1.PodTemplateSpec{}
 			}
 		}
 	}
+}
+
+// acceleratorsOf keeps of each container its name and the extended
+// resources it asks for (nvidia.com/gpu, amd.com/gpu, ...), not CPU,
+// memory or storage: each under its limit, or its request where it has no
+// limit (an extended resource's request, if given, equals its limit).
+func acceleratorsOf(cs []corev1.Container) []corev1.Container {
+	if cs == nil {
+		return nil
+	}
+	out := make([]corev1.Container, len(cs))
+	for i, c := range cs {
+		limits := extended(c.Resources.Limits, nil)
+		out[i] = corev1.Container{Name: c.Name, Resources: corev1.ResourceRequirements{
+			Limits: limits, Requests: extended(c.Resources.Requests, limits)}}
+	}
+	return out
+}
+
+// extended is the extended resources of l not in but, nil if none.
+func extended(l, but corev1.ResourceList) corev1.ResourceList {
+	var out corev1.ResourceList
+	for name, q := range l {
+		if _, dup := but[name]; dup {
+			continue
+		}
+		if s := string(name); strings.Contains(s, "/") && !strings.Contains(s, "kubernetes.io/") {
+			if out == nil {
+				out = corev1.ResourceList{}
+			}
+			out[name] = q
+		}
+	}
+	return out
 }

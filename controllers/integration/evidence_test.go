@@ -81,7 +81,7 @@ func newEvidenceFixture(t *testing.T, prefix string) *evidenceFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec := &sealing.EvidenceRecorder{Client: k8s, APIReader: k8s, Events: startEventBook(t), Logs: runs.PodLogs{Pods: cs.CoreV1()}, Files: f.runRec.Files,
+	rec := &sealing.EvidenceRecorder{Client: cacheLike{k8s}, APIReader: k8s, Events: startEventBook(t), Logs: runs.PodLogs{Pods: cs.CoreV1()}, Files: f.runRec.Files,
 		Policies: f.runRec.Policies.(*policy.PolicyStore), Sources: &server.Sources{BaseURL: "http://tau-controller:9090", FetchImage: "tau:v1"},
 		Store: st, Clock: f.runRec.Clock, Recorder: events.NewFakeRecorder(100),
 		Attestations: &sealing.AttestationKeys{Client: k8s, Namespace: f.ns, Name: attestationKeySecret}}

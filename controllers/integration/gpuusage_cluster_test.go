@@ -313,7 +313,7 @@ func useEvidence(t *testing.T, f *runFixture) *evidence.FileStore {
 		t.Fatal(err)
 	}
 	f.runRec.Evidence = &evidence.Page{URL: "https://tau.example/", Links: evidenceLinks}
-	f.sealer = &sealing.EvidenceRecorder{Client: k8s, APIReader: k8s, Logs: runs.PodLogs{Pods: cs.CoreV1()}, Files: f.runRec.Files,
+	f.sealer = &sealing.EvidenceRecorder{Client: cacheLike{k8s}, APIReader: k8s, Logs: runs.PodLogs{Pods: cs.CoreV1()}, Files: f.runRec.Files,
 		Policies: f.runRec.Policies.(*policy.PolicyStore), Sources: &server.Sources{BaseURL: "http://tau-controller:9090", FetchImage: "tau:v1"},
 		Store: st, Clock: f.runRec.Clock, Recorder: events.NewFakeRecorder(100),
 		Attestations: &sealing.AttestationKeys{Client: k8s, Namespace: f.ns, Name: attestationKeySecret}}

@@ -102,7 +102,7 @@ func newRunFixtureWith(t testing.TB, prefix string, plat *platformFixture, setup
 	clock := clocktesting.NewFakePassiveClock(time.Now())
 	f := &runFixture{ns: ns, research: research, repo: repo, plat: plat,
 		repos: &repoctrl.RepositoryReconciler{Client: k8s, Git: gitClient, Policies: plat.r.Policies, Clock: clock, Recorder: events.NewFakeRecorder(100)},
-		runRec: &runctrl.RunReconciler{Client: k8s, Scheme: scheme, Files: &policy.GitFiles{Client: k8s, Git: gitClient},
+		runRec: &runctrl.RunReconciler{Client: cacheLike{k8s}, APIReader: k8s, Scheme: scheme, Files: &policy.GitFiles{Client: k8s, Git: gitClient},
 			Policies: plat.r.Policies, Clock: clock, Recorder: events.NewFakeRecorder(100)},
 	}
 	for _, set := range setup {

@@ -157,7 +157,7 @@ func TestRetriesBackOffStopAtTheCapAndSurviveARestart(t *testing.T) {
 		}
 
 		// A new controller, with nothing carried over, halfway through the wait.
-		f.runRec = &runctrl.RunReconciler{Client: k8s, Scheme: scheme, Files: f.runRec.Files, Policies: f.runRec.Policies,
+		f.runRec = &runctrl.RunReconciler{Client: cacheLike{k8s}, APIReader: k8s, Scheme: scheme, Files: f.runRec.Files, Policies: f.runRec.Policies,
 			Clock: clk, Recorder: events.NewFakeRecorder(100)}
 		clk.SetTime(clk.Now().Add(wait / 2))
 		for range 3 {

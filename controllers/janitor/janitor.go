@@ -441,8 +441,7 @@ func (j *Janitor) releaseOwner(ctx context.Context, p *corev1.Pod) error {
 }
 
 // holdsAccelerators reports a pod that has not terminated, nor begun to,
-// and asks for a device: an extended resource such as nvidia.com/gpu,
-// amd.com/gpu or google.com/tpu, rather than CPU, memory or storage.
+// and asks for a device (shared.IsAccelerator).
 func holdsAccelerators(p *corev1.Pod) bool {
 	return !shared.PodTerminated(p) && p.DeletionTimestamp.IsZero() && Accelerators(p) != ""
 }
@@ -453,8 +452,8 @@ func Accelerators(p *corev1.Pod) string {
 	for _, c := range slices.Concat(p.Spec.InitContainers, p.Spec.Containers) {
 		for _, l := range []corev1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
 			for name, q := range l {
-				if s := string(name); strings.Contains(s, "/") && !strings.Contains(s, "kubernetes.io/") && !q.IsZero() && !slices.Contains(names, s) {
-					names = append(names, s)
+				if shared.IsAccelerator(name) && !q.IsZero() && !slices.Contains(names, string(name)) {
+					names = append(names, string(name))
 				}
 			}
 		}

@@ -61,9 +61,7 @@ func internValue(v reflect.Value) {
 	switch v.Kind() {
 	case reflect.String:
 		if v.CanSet() {
-			if s := v.String(); len(s) > 0 && len(s) <= internMaxLen {
-				v.SetString(intern(s))
-			}
+			v.SetString(intern(v.String()))
 		}
 	case reflect.Pointer, reflect.Interface:
 		if !v.IsNil() {
@@ -95,12 +93,12 @@ func internValue(v reflect.Value) {
 			return
 		}
 		m := reflect.MakeMapWithSize(v.Type(), v.Len())
+		// One settable key and element, reused: SetMapIndex copies them.
+		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
 		it := v.MapRange()
 		for it.Next() {
-			k := reflect.New(v.Type().Key()).Elem()
 			k.Set(it.Key())
 			internValue(k)
-			e := reflect.New(v.Type().Elem()).Elem()
 			e.Set(it.Value())
 			internValue(e)
 			m.SetMapIndex(k, e)

@@ -142,14 +142,22 @@ func acceleratorsOf(cs []corev1.Container) []corev1.Container {
 	return out
 }
 
-// extended is the extended resources of l not in but, nil if none.
+// IsAccelerator reports a resource that names a device: an extended
+// resource such as nvidia.com/gpu, amd.com/gpu or google.com/tpu, rather
+// than CPU, memory, storage or another of Kubernetes' own.
+func IsAccelerator(name corev1.ResourceName) bool {
+	s := string(name)
+	return strings.Contains(s, "/") && !strings.Contains(s, "kubernetes.io/")
+}
+
+// extended is the accelerators of l not in but, nil if none.
 func extended(l, but corev1.ResourceList) corev1.ResourceList {
 	var out corev1.ResourceList
 	for name, q := range l {
 		if _, dup := but[name]; dup {
 			continue
 		}
-		if s := string(name); strings.Contains(s, "/") && !strings.Contains(s, "kubernetes.io/") {
+		if IsAccelerator(name) {
 			if out == nil {
 				out = corev1.ResourceList{}
 			}

@@ -8,6 +8,7 @@ package admission
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -119,20 +120,44 @@ func (c *Check) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 	if i < 0 || wl.Status.AdmissionChecks[i].State != kueue.CheckStatePending {
 		return reconcile.Result{}, nil
 	}
-	base := wl.DeepCopy()
-	st = kueue.AdmissionCheckState{Name: st.Name, State: v.state, Message: v.message, LastTransitionTime: base.Status.AdmissionChecks[i].LastTransitionTime}
-	if v.state != base.Status.AdmissionChecks[i].State {
+	st = kueue.AdmissionCheckState{Name: st.Name, State: v.state, Message: v.message, LastTransitionTime: wl.Status.AdmissionChecks[i].LastTransitionTime}
+	if v.state != wl.Status.AdmissionChecks[i].State {
 		st.LastTransitionTime = metav1.NewTime(c.Clock.Now())
 	}
-	wl.Status.AdmissionChecks[i] = st
-	// Kueue writes the other checks' states: a patch from a copy it has
-	// changed since is refused, and the change's watch event brings the
-	// workload back.
-	err = c.Status().Patch(ctx, wl, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{}))
-	if apierrors.IsConflict(err) {
+	err = c.Status().Patch(ctx, wl, verdictPatch(i, wl.Status.AdmissionChecks[i], st))
+	if apierrors.IsInvalid(err) || apierrors.IsConflict(err) {
+		// The check is no longer the Pending one decided on: Kueue reset
+		// or moved it, and the change's watch event brings the workload
+		// back.
 		return reconcile.Result{}, nil
 	}
 	return reconcile.Result{}, client.IgnoreNotFound(err)
+}
+
+// verdictPatch writes st over the check state at index i of a workload's
+// status, on the condition that it is still was: the same check, Pending
+// since the same time. Kueue writes the workload's status too (its
+// conditions, the other checks' states) and the API server applies the
+// patch to the copy it stores, so only a change to this check refuses it:
+// a merge patch of the whole list would need the copy's resourceVersion,
+// and be refused for every write of Kueue's since.
+func verdictPatch(i int, was, st kueue.AdmissionCheckState) client.Patch {
+	at := fmt.Sprintf("/status/admissionChecks/%d", i)
+	// What Kueue keeps in the state besides (its retry count and
+	// requeue time) stays as it is.
+	ops := []map[string]any{
+		{"op": "test", "path": at + "/name", "value": was.Name},
+		{"op": "test", "path": at + "/state", "value": was.State},
+		{"op": "test", "path": at + "/lastTransitionTime", "value": was.LastTransitionTime},
+		{"op": "add", "path": at + "/state", "value": st.State},
+		{"op": "add", "path": at + "/message", "value": st.Message},
+		{"op": "add", "path": at + "/lastTransitionTime", "value": st.LastTransitionTime},
+	}
+	data, err := json.Marshal(ops)
+	if err != nil {
+		panic(err) // strings and times always marshal
+	}
+	return client.RawPatch(types.JSONPatchType, data)
 }
 
 // pending is the index in wl's check states of a Pending one this

@@ -54,7 +54,9 @@ func (e *Env) startNodes(ctx context.Context, binDir string) error {
 	errs := make([]error, 3)
 	wg.Go(func() {
 		errs[0] = e.runOnFreePort(ctx, BinScheduler, filepath.Join(binDir, BinScheduler), func(port int) ([]string, string) {
-			return append(append(e.servingArgs(port), "--leader-elect=false"), e.clientRateArgs()...), fmt.Sprintf("https://127.0.0.1:%d/readyz", port)
+			// --v=2: the log says when each pod was tried, placed or left
+			// Pending, for a test whose pod did not run.
+			return append(append(e.servingArgs(port), "--leader-elect=false", "--v=2"), e.clientRateArgs()...), fmt.Sprintf("https://127.0.0.1:%d/readyz", port)
 		})
 	})
 	wg.Go(func() {

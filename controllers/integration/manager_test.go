@@ -226,16 +226,24 @@ func kueueView(ns string) string {
 	for _, e := range evs.Items[max(0, len(evs.Items)-15):] {
 		fmt.Fprintf(&b, "\n  event %s %s %s/%s: %s", e.Type, e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Message)
 	}
-	if data, err := os.ReadFile(filepath.Join(env.LogDir, "kueue.log")); err == nil {
-		var mine []string
-		for _, l := range strings.Split(string(data), "\n") {
-			if strings.Contains(l, ns) {
-				mine = append(mine, l[:min(len(l), 400)])
-			}
-		}
-		for _, l := range mine[max(0, len(mine)-15):] {
-			fmt.Fprintf(&b, "\n  kueue: %s", l)
-		}
+	for _, l := range logLines("kueue", 15, func(l string) bool { return strings.Contains(l, ns) }) {
+		fmt.Fprintf(&b, "\n  kueue: %s", l)
 	}
 	return b.String()
+}
+
+// logLines is the last n lines of a control-plane component's log that
+// match, each cut to 400 bytes, or why the log could not be read.
+func logLines(component string, n int, match func(string) bool) []string {
+	data, err := os.ReadFile(filepath.Join(env.LogDir, component+".log"))
+	if err != nil {
+		return []string{fmt.Sprintf("(%v)", err)}
+	}
+	var mine []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if match(l) {
+			mine = append(mine, l[:min(len(l), 400)])
+		}
+	}
+	return mine[max(0, len(mine)-n):]
 }

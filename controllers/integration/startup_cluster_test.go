@@ -3,8 +3,6 @@ package integration
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -301,18 +299,9 @@ func placementView(ns, name string) string {
 		}
 	}
 	for _, component := range []string{controlplane.BinScheduler, controlplane.BinKwok} {
-		data, err := os.ReadFile(filepath.Join(env.LogDir, component+".log"))
-		if err != nil {
-			fmt.Fprintf(&b, "\n  %s: %v", component, err)
-			continue
-		}
-		var mine []string
-		for _, l := range strings.Split(string(data), "\n") {
-			if slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return strings.Contains(l, p.Name) }) {
-				mine = append(mine, l[:min(len(l), 400)])
-			}
-		}
-		for _, l := range mine[max(0, len(mine)-10):] {
+		for _, l := range logLines(component, 10, func(l string) bool {
+			return slices.ContainsFunc(pods.Items, func(p corev1.Pod) bool { return strings.Contains(l, p.Name) })
+		}) {
 			fmt.Fprintf(&b, "\n  %s: %s", component, l)
 		}
 	}

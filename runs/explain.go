@@ -103,9 +103,10 @@ func ExplainWait(wl *kueue.Workload, q QueueState) Explanation {
 				pending = append(pending, string(ac.Name))
 			}
 		}
-		short := "quota reserved in " + cq + "; waiting for admission checks"
-		if len(pending) > 0 {
-			short += ": " + strings.Join(pending, ", ")
+		short := "quota reserved in " + cq + "; waiting for admission checks: " + strings.Join(pending, ", ")
+		if len(pending) == 0 {
+			// Every check passed; Kueue admits on its next look.
+			short = "quota reserved in " + cq + "; admission checks passed, waiting for Kueue to admit it"
 		}
 		return explanation(WaitAdmissionChecks, short, q, "")
 	}

@@ -84,6 +84,12 @@ func TestAdmissionChecksAreNamed(t *testing.T) {
 	if want := "quota reserved in team-a; waiting for admission checks: provisioning"; ex.Kind != WaitAdmissionChecks || ex.Short != want {
 		t.Errorf("got %s %q, want %q", ex.Kind, ex.Short, want)
 	}
+	// Every check passed: the wait is Kueue's admission, not a check.
+	wl.Status.AdmissionChecks[0].State = kueue.CheckStateReady
+	ex = ExplainWait(wl, QueueState{ClusterQueue: teamQueue("8", "8", "8", "0")})
+	if want := "quota reserved in team-a; admission checks passed, waiting for Kueue to admit it"; ex.Kind != WaitAdmissionChecks || ex.Short != want {
+		t.Errorf("got %s %q, want %q", ex.Kind, ex.Short, want)
+	}
 }
 
 // TestARejectedAdmissionCheckCannotRun: Kueue never admits a workload a

@@ -125,7 +125,7 @@ func (c *Check) Reconcile(ctx context.Context, req reconcile.Request) (reconcile
 		st.LastTransitionTime = metav1.NewTime(c.Clock.Now())
 	}
 	err = c.Status().Patch(ctx, wl, verdictPatch(i, wl.Status.AdmissionChecks[i], st))
-	if apierrors.IsInvalid(err) || apierrors.IsConflict(err) {
+	if shared.PatchTestFailed(err) {
 		// The check is no longer the Pending one decided on: Kueue reset
 		// or moved it, and the change's watch event brings the workload
 		// back.

@@ -103,12 +103,12 @@ func ExplainWait(wl *kueue.Workload, q QueueState) Explanation {
 				pending = append(pending, string(ac.Name))
 			}
 		}
-		short := "quota reserved in " + cq + "; waiting for admission checks: " + strings.Join(pending, ", ")
-		if len(pending) == 0 {
-			// Every check passed; Kueue admits on its next look.
-			short = "quota reserved in " + cq + "; admission checks passed, waiting for Kueue to admit it"
+		// Every check passed: Kueue admits on its next look.
+		wait := "admission checks passed, waiting for Kueue to admit it"
+		if len(pending) > 0 {
+			wait = "waiting for admission checks: " + strings.Join(pending, ", ")
 		}
-		return explanation(WaitAdmissionChecks, short, q, "")
+		return explanation(WaitAdmissionChecks, "quota reserved in "+cq+"; "+wait, q, "")
 	}
 	msg := ""
 	if reserved != nil {

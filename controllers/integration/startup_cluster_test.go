@@ -267,7 +267,8 @@ func TestARayRunWhoseWorkerFitsNoNodeSaysSoAndRunsWhenEveryPodRuns(t *testing.T)
 // and did not, for a test that waited in vain: the run's phase and message,
 // its pods with their conditions, the nodes with their readiness and
 // taints, and the last lines of the scheduler's and kwok's logs that name
-// the run's pods (the control plane's logs go with the package).
+// the run's pods (the control plane's logs go with the package). The API
+// server keeps these times in whole seconds; the logs have finer ones.
 func placementView(ns, name string) string {
 	ctx := context.Background()
 	var b strings.Builder
@@ -283,7 +284,7 @@ func placementView(ns, name string) string {
 	for _, p := range pods.Items {
 		fmt.Fprintf(&b, "\n  pod %s on %q: %s", p.Name, p.Spec.NodeName, p.Status.Phase)
 		for _, c := range p.Status.Conditions {
-			fmt.Fprintf(&b, "; %s=%s %s %s (%s)", c.Type, c.Status, c.Reason, c.Message, c.LastTransitionTime.Format(time.StampMilli))
+			fmt.Fprintf(&b, "; %s=%s %s %s (%s)", c.Type, c.Status, c.Reason, c.Message, c.LastTransitionTime.Format(time.Stamp))
 		}
 	}
 	var nodes corev1.NodeList
@@ -291,10 +292,10 @@ func placementView(ns, name string) string {
 		fmt.Fprintf(&b, "\n  nodes: %v", err)
 	}
 	for _, n := range nodes.Items {
-		fmt.Fprintf(&b, "\n  node %s created %s taints %v", n.Name, n.CreationTimestamp.Format(time.StampMilli), n.Spec.Taints)
+		fmt.Fprintf(&b, "\n  node %s created %s taints %v", n.Name, n.CreationTimestamp.Format(time.Stamp), n.Spec.Taints)
 		for _, c := range n.Status.Conditions {
 			if c.Type == corev1.NodeReady {
-				fmt.Fprintf(&b, "; Ready=%s since %s", c.Status, c.LastTransitionTime.Format(time.StampMilli))
+				fmt.Fprintf(&b, "; Ready=%s since %s", c.Status, c.LastTransitionTime.Format(time.Stamp))
 			}
 		}
 	}

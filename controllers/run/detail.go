@@ -1,6 +1,7 @@
 package run
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 	"time"
@@ -159,12 +160,34 @@ func waitsOnOwnCheck(ex runs.Explanation, wl *kueue.Workload) bool {
 // its place 30 s old as 2 s old, while a run that has just moved shows
 // each step. hack/scale, 1,000 runs: TauRun writes per run ended (see
 // docs/benchmarks.md).
+//
+// While the controller is behind (behind), it is maxDetailInterval from
+// the phase's first moment: the workers' time goes to phases first.
 func (r *RunReconciler) detailInterval(run *taugridv1.TauRun) time.Duration {
+	if r.behind() {
+		return max(r.DetailInterval, maxDetailInterval)
+	}
 	since := shared.Since(run, run.Status.Phase)
 	if since.IsZero() {
 		return r.DetailInterval
 	}
 	return max(r.DetailInterval, min(r.Clock.Now().Sub(since)/2, maxDetailInterval))
+}
+
+// behind: more runs are ready in the controller's work queue than it has
+// workers, each waiting for a worker to be free. A worker's time then goes
+// to what no run can do without: a new run's submission, which gives it
+// its first phase, and each phase change, written at once as ever. A
+// sentence that only adds detail to a phase waits maxDetailInterval after
+// the run's last write, and is written then with what the run shows: a
+// status write holds a worker for an API round trip (0.5 s at p50 with
+// 10,000 runs, hack/scale), and there, before this, detail was about 2
+// of a run's 7 status writes, while new runs waited up to a minute for a
+// worker to give them any phase at all. A controller that keeps up writes
+// detail as detailInterval says.
+func (r *RunReconciler) behind() bool {
+	ready := r.readyRuns.Load()
+	return ready != nil && (*ready)() > cmp.Or(r.Workers, DefaultRunWorkers)
 }
 
 // noteWrite dates a status write to run; an ended run's date is dropped,

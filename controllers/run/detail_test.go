@@ -2,10 +2,12 @@ package run
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/controllers/shared/sharedtest"
 	"github.com/taugrid/taugrid/test/builders"
@@ -13,8 +15,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
 )
 
@@ -363,5 +369,110 @@ func TestEachStepOfAStartIsHeldOnItsOwn(t *testing.T) {
 	}
 	if got := w.lookAfter(t, 200*time.Millisecond); !strings.Contains(got.Status.Message, "waiting for the scheduler") {
 		t.Errorf("a step that lasted briefHold: the run says %q, want the pod's wait", got.Status.Message)
+	}
+}
+
+// A controller that is behind (more runs ready in its work queue than it
+// has workers) writes each phase at once and holds what only adds detail
+// to maxDetailInterval after the run's last write; one that keeps up
+// writes the same detail at the detail interval.
+func TestABehindControllerWritesPhasesAtOnceAndDetailLater(t *testing.T) {
+	ctx := context.Background()
+	for _, behind := range []bool{false, true} {
+		t.Run(fmt.Sprintf("behind=%t", behind), func(t *testing.T) {
+			waiting := workloadOf(false)
+			waiting.Status.Conditions = nil // in the queue, no quota yet
+			w := newRunWorld(t, nil, submitted(taugridv1.PhaseQueued), job(builders.MakeJob("r1-1", ns)), waiting)
+			w.r.DetailInterval = 2 * time.Second
+			w.r.Workers = 4
+			ready := 4 // a queue its workers keep up with
+			if behind {
+				ready = 5
+			}
+			count := func() int { return ready }
+			w.r.readyRuns.Store(&count)
+			if _, err := w.reconcile(t, "r1"); err != nil {
+				t.Fatal(err)
+			}
+			queued := w.run(t, "r1")
+			w.r.noteWrite(queued) // written now
+			// Kueue reserves quota; another controller's check is pending:
+			// detail of the Queued phase, no brief step.
+			wl := workloadOf(false)
+			if err := w.c.Get(ctx, client.ObjectKeyFromObject(wl), wl); err != nil {
+				t.Fatal(err)
+			}
+			wl.Status.Conditions = []metav1.Condition{{Type: kueue.WorkloadQuotaReserved, Status: metav1.ConditionTrue, Reason: "QuotaReserved",
+				LastTransitionTime: metav1.NewTime(w.r.Clock.Now())}}
+			wl.Status.AdmissionChecks = []kueue.AdmissionCheckState{{Name: "provisioning", State: kueue.CheckStatePending, LastTransitionTime: metav1.NewTime(w.r.Clock.Now())}}
+			if err := w.c.Status().Update(ctx, wl); err != nil {
+				t.Fatal(err)
+			}
+			w.after(3 * time.Second)
+			res, err := w.reconcile(t, "r1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := w.run(t, "r1")
+			says := strings.Contains(got.Status.Message, "waiting for admission checks: provisioning")
+			switch {
+			case !behind && !says:
+				t.Fatalf("3s after the last write, a controller that keeps up says %q, want the pending check", got.Status.Message)
+			case behind && (got.ResourceVersion != queued.ResourceVersion || res.RequeueAfter != maxDetailInterval-3*time.Second):
+				t.Fatalf("3s after the last write, a controller behind wrote %q (requeued after %s); want nothing, and a look in %s",
+					got.Status.Message, res.RequeueAfter, maxDetailInterval-3*time.Second)
+			}
+			if behind {
+				if got := w.lookAfter(t, maxDetailInterval-3*time.Second); !strings.Contains(got.Status.Message, "waiting for admission checks: provisioning") {
+					t.Fatalf("%s after the last write, a controller behind says %q, want the pending check", maxDetailInterval, got.Status.Message)
+				}
+			}
+
+			// Kueue admits it a second later: a phase, written at once.
+			if err := w.c.Get(ctx, client.ObjectKeyFromObject(wl), wl); err != nil {
+				t.Fatal(err)
+			}
+			wl.Status.AdmissionChecks[0].State = kueue.CheckStateReady
+			wl.Status.Conditions = append(wl.Status.Conditions, metav1.Condition{Type: kueue.WorkloadAdmitted, Status: metav1.ConditionTrue,
+				Reason: "Admitted", LastTransitionTime: metav1.NewTime(w.r.Clock.Now())})
+			if err := w.c.Status().Update(ctx, wl); err != nil {
+				t.Fatal(err)
+			}
+			if got := w.lookAfter(t, time.Second); got.Status.Phase != taugridv1.PhaseAdmitted {
+				t.Errorf("a second after the last write: %s (%q), want Admitted written at once", got.Status.Phase, got.Status.Message)
+			}
+		})
+	}
+}
+
+// The controller's work queue is controller-runtime's priority queue, and
+// behind counts its ready runs: those a worker could take now, not those
+// waiting for their time (a detail's requeue).
+func TestTheControllerIsBehindWhenMoreRunsAreReadyThanItHasWorkers(t *testing.T) {
+	r := &RunReconciler{Workers: 2}
+	if r.behind() {
+		t.Fatal("behind before its queue is made")
+	}
+	q := r.newQueue(logr.Discard())("taurun", workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	if _, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); !ok {
+		t.Fatalf("the queue is a %T, want controller-runtime's priority queue", q)
+	}
+	run := func(i int) reconcile.Request {
+		return reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: fmt.Sprintf("r%d", i)}}
+	}
+	q.Add(run(1))
+	q.Add(run(2))
+	q.AddAfter(run(3), time.Hour)
+	if r.behind() {
+		t.Error("behind with 2 runs ready for 2 workers (and one waiting an hour)")
+	}
+	q.Add(run(4))
+	if !r.behind() {
+		t.Error("not behind with 3 runs ready for 2 workers")
+	}
+	q.Get()
+	if r.behind() {
+		t.Error("behind once a worker took one of the 3")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
@@ -79,4 +80,19 @@ func (q atPriority) AddWithOpts(o priorityqueue.AddOpts, items ...reconcile.Requ
 		o.Priority = ptr.To(PriorityObserved)
 	}
 	q.PriorityQueue.AddWithOpts(o, items...)
+}
+
+// newQueue makes the controller's work queue as controller-runtime does
+// by default (its priority queue, with the rate limiter and a logger named
+// for the controller), and counts its ready runs for behind.
+func (r *RunReconciler) newQueue(log logr.Logger) func(string, workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+	return func(name string, limiter workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+		q := priorityqueue.New(name, func(o *priorityqueue.Opts[reconcile.Request]) {
+			o.Log = log.WithValues("controller", name)
+			o.RateLimiter = limiter
+		})
+		ready := q.Len
+		r.readyRuns.Store(&ready)
+		return q
+	}
 }

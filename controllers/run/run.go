@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -121,6 +122,11 @@ type RunReconciler struct {
 	usageReads   *shared.Memo[types.NamespacedName, usageRead] // see reconcileGPUUsage
 
 	waiting *lru.Cache // see waitingSlots
+
+	// readyRuns counts the runs ready in the controller's work queue
+	// (newQueue); unset, as in a test that calls Reconcile itself, the
+	// controller is never behind.
+	readyRuns atomic.Pointer[func() int]
 }
 
 // SourceArchiver builds a run's source archive and says where pods fetch it.
@@ -1210,7 +1216,7 @@ func (r *RunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// evidence's seal matter; the run's other status patches would only
 		// wake it for nothing. A resume request is an annotation.
 		For(&taugridv1.TauRun{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, SealedNow()))).
-		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.Workers, DefaultRunWorkers)}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.Workers, DefaultRunWorkers), NewQueue: r.newQueue(mgr.GetLogger())}).
 		// Of a Job, a Workload or a pod, an update wakes the run only if it
 		// changed something the run reads (ChangesWhatARunReads).
 		Watches(&batchv1.Job{}, ownedByRun, builder.WithPredicates(ChangesWhatARunReads())).

@@ -182,7 +182,7 @@ func (r *RunReconciler) detailInterval(run *taugridv1.TauRun) time.Duration {
 // the run's last write, and is written then with what the run shows: a
 // status write holds a worker for an API round trip (0.5 s at p50 with
 // 10,000 runs, hack/scale), and there, before this, detail was about 2
-// of a run's 7 status writes, while new runs waited up to a minute for a
+// of a run's 7 status writes, while thousands of new runs waited for a
 // worker to give them any phase at all. A controller that keeps up writes
 // detail as detailInterval says.
 func (r *RunReconciler) behind() bool {

@@ -1,17 +1,24 @@
 package run
 
 import (
+	"errors"
+	"reflect"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/controllers/shared"
 	"github.com/taugrid/taugrid/render"
+	"github.com/taugrid/taugrid/test/builders"
 )
 
 // A pod event wakes its run ahead of the new runs already waiting for
@@ -42,6 +49,57 @@ func TestWhatTheClusterShowsOfARunWakesItAheadOfNewRuns(t *testing.T) {
 		item, priority, _ := q.GetWithPriority()
 		if item.Name != w.name || priority != w.priority {
 			t.Fatalf("next %s at priority %d, want %s at %d", item.Name, priority, w.name, w.priority)
+		}
+		q.Done(item)
+	}
+}
+
+// A run's own timers (a resync, a detail held back, a deadline) bring it
+// back below what the cluster shows of a run and above the new runs; a
+// requeue that follows up the change just handled (under a second) or a
+// retry after an error keeps the priority of the event that woke it.
+func TestARunsTimerComesBackBelowWhatTheClusterShowsAndAboveNewRuns(t *testing.T) {
+	for _, tc := range []struct {
+		res  reconcile.Result
+		err  error
+		want *int
+	}{
+		{res: reconcile.Result{RequeueAfter: progressResync}, want: ptr.To(PriorityTimer)},
+		{res: reconcile.Result{RequeueAfter: timerAfter}, want: ptr.To(PriorityTimer)},
+		{res: reconcile.Result{RequeueAfter: shared.CacheLag}},
+		{res: reconcile.Result{RequeueAfter: recordSettle}},
+		{res: reconcile.Result{}},
+		{res: reconcile.Result{RequeueAfter: time.Minute}, err: errors.New("the API server is away")},
+		{res: reconcile.Result{RequeueAfter: time.Minute, Priority: ptr.To(PriorityObserved)}, want: ptr.To(PriorityObserved)},
+	} {
+		if got := timed(tc.res, tc.err).Priority; !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("requeue after %s (error %v, priority %v): priority %v, want %v", tc.res.RequeueAfter, tc.err, tc.res.Priority, got, tc.want)
+		}
+	}
+
+	// In the reconciler: an admitted run's resync is a timer.
+	w := newRunWorld(t, nil, submitted(taugridv1.PhaseQueued), job(builders.MakeJob("r1-1", ns).Unsuspended()), workloadOf(true))
+	res, err := w.r.Reconcile(t.Context(), reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: "r1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.RequeueAfter < timerAfter || res.Priority == nil || *res.Priority != PriorityTimer {
+		t.Errorf("the admitted run comes back after %s at priority %v, want a timer at %d", res.RequeueAfter, res.Priority, PriorityTimer)
+	}
+
+	// In the queue: the cluster's news first, then timers, then new runs.
+	q := priorityqueue.New[reconcile.Request]("timers")
+	defer q.ShutDown()
+	add := func(name string, priority int) {
+		q.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(priority)}, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+	}
+	add("new", 0)
+	add("resynced", PriorityTimer)
+	add("admitted", PriorityObserved)
+	for _, want := range []string{"admitted", "resynced", "new"} {
+		item, _, _ := q.GetWithPriority()
+		if item.Name != want {
+			t.Fatalf("next %s, want %s", item.Name, want)
 		}
 		q.Done(item)
 	}

@@ -149,7 +149,12 @@ type SourceArchiver interface {
 // Reconcile fetches the run; an ended one only has what its attempts hold
 // released (reconcileEnded). Any other runs reconcileRun's steps on a
 // copy whose status finish patches once, deferred.
-func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, err error) {
+func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	return timed(res, err), err
+}
+
+func (r *RunReconciler) reconcile(ctx context.Context, req reconcile.Request) (result reconcile.Result, err error) {
 	run := &taugridv1.TauRun{}
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
 		if apierrors.IsNotFound(err) {

@@ -104,3 +104,56 @@ func TestARunsTimerComesBackBelowWhatTheClusterShowsAndAboveNewRuns(t *testing.T
 		q.Done(item)
 	}
 }
+
+// A change to a run already there (a cancellation, a resume request, its
+// evidence sealed) wakes it ahead of the new runs waiting for their first
+// reconcile; its other status writes do not wake it at all.
+func TestAChangeToARunAlreadyThereWakesItAheadOfNewRuns(t *testing.T) {
+	q := priorityqueue.New[reconcile.Request]("changes-first")
+	defer q.ShutDown()
+	for _, name := range []string{"new-1", "new-2"} {
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+	}
+	h, changes := observed(&handler.EnqueueRequestForObject{}), runChanges()
+	update := func(old, cur *taugridv1.TauRun) {
+		e := event.UpdateEvent{ObjectOld: old, ObjectNew: cur}
+		if changes.Update(e) {
+			h.Update(t.Context(), e, q)
+		}
+	}
+	base := builders.MakeTauRun("cancelled", ns).Phase(taugridv1.PhaseQueued, "").Obj()
+	base.Generation, base.ResourceVersion = 1, "10"
+	cancelled := base.DeepCopy()
+	cancelled.Spec.Cancel, cancelled.Generation, cancelled.ResourceVersion = true, 2, "11"
+	update(base, cancelled)
+
+	resumed := builders.MakeTauRun("resumed", ns).Phase(taugridv1.PhaseFailed, "").Obj()
+	resumed.ResourceVersion = "20"
+	asked := resumed.DeepCopy()
+	asked.Annotations, asked.ResourceVersion = map[string]string{taugridv1.AnnotationResume: "1"}, "21"
+	update(resumed, asked)
+
+	written := builders.MakeTauRun("written", ns).Phase(taugridv1.PhaseQueued, "").Obj()
+	written.ResourceVersion = "30"
+	moved := written.DeepCopy()
+	moved.Status.Message, moved.ResourceVersion = "queued #1 of 2", "31"
+	update(written, moved)
+	if changes.Create(event.CreateEvent{Object: written}) {
+		t.Error("a new run passed runChanges: it is the For watch's, at priority 0")
+	}
+
+	want := []struct {
+		name     string
+		priority int
+	}{{"cancelled", PriorityObserved}, {"resumed", PriorityObserved}, {"new-1", 0}, {"new-2", 0}}
+	for _, w := range want {
+		item, priority, _ := q.GetWithPriority()
+		if item.Name != w.name || priority != w.priority {
+			t.Fatalf("next %s at priority %d, want %s at %d", item.Name, priority, w.name, w.priority)
+		}
+		q.Done(item)
+	}
+	if n := q.Len(); n != 0 {
+		t.Errorf("%d more runs woken; a status write should wake none", n)
+	}
+}

@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -1217,10 +1218,10 @@ func (r *RunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// (PriorityObserved).
 	ownedByRun := observed(handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &taugridv1.TauRun{}, handler.OnlyControllerOwner()))
 	return ctrl.NewControllerManagedBy(mgr).
-		// Only spec changes (creation, cancellation), annotations and the
-		// evidence's seal matter; the run's other status patches would only
-		// wake it for nothing. A resume request is an annotation.
-		For(&taugridv1.TauRun{}, builder.WithPredicates(predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, SealedNow()))).
+		// A new run waits its turn at priority 0; a change to a run
+		// already there wakes it ahead of the new runs (runChanges).
+		For(&taugridv1.TauRun{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
+		Watches(&taugridv1.TauRun{}, observed(&handler.EnqueueRequestForObject{}), builder.WithPredicates(runChanges())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.Workers, DefaultRunWorkers), NewQueue: r.newQueue(mgr.GetLogger())}).
 		// Of a Job, a Workload or a pod, an update wakes the run only if it
 		// changed something the run reads (ChangesWhatARunReads).

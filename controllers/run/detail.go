@@ -186,8 +186,7 @@ func (r *RunReconciler) detailInterval(run *taugridv1.TauRun) time.Duration {
 // worker to give them any phase at all. A controller that keeps up writes
 // detail as detailInterval says.
 func (r *RunReconciler) behind() bool {
-	ready := r.readyRuns.Load()
-	return ready != nil && (*ready)() > cmp.Or(r.Workers, DefaultRunWorkers)
+	return r.readyRuns != nil && r.readyRuns() > cmp.Or(r.Workers, DefaultRunWorkers)
 }
 
 // noteWrite dates a status write to run; an ended run's date is dropped,

@@ -389,8 +389,7 @@ func TestABehindControllerWritesPhasesAtOnceAndDetailLater(t *testing.T) {
 			if behind {
 				ready = 5
 			}
-			count := func() int { return ready }
-			w.r.readyRuns.Store(&count)
+			w.r.readyRuns = func() int { return ready }
 			if _, err := w.reconcile(t, "r1"); err != nil {
 				t.Fatal(err)
 			}

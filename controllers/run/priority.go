@@ -137,8 +137,7 @@ func (r *RunReconciler) newQueue(log logr.Logger) func(string, workqueue.TypedRa
 			o.Log = log.WithValues("controller", name)
 			o.RateLimiter = limiter
 		})
-		ready := q.Len
-		r.readyRuns.Store(&ready)
+		r.readyRuns = q.Len
 		return q
 	}
 }

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -124,10 +123,10 @@ type RunReconciler struct {
 
 	waiting *lru.Cache // see waitingSlots
 
-	// readyRuns counts the runs ready in the controller's work queue
-	// (newQueue); unset, as in a test that calls Reconcile itself, the
-	// controller is never behind.
-	readyRuns atomic.Pointer[func() int]
+	// readyRuns counts the runs ready in the controller's work queue, set
+	// by newQueue before the controller starts its workers; unset, as in a
+	// test that calls Reconcile itself, the controller is never behind.
+	readyRuns func() int
 }
 
 // SourceArchiver builds a run's source archive and says where pods fetch it.

@@ -59,6 +59,7 @@ type config struct {
 	startDeadline               time.Duration
 	nodeLease                   time.Duration // how long a node's lease lasts (kwok renews it every quarter)
 	kueueJobWorkers             int           // Kueue's Job and Workload reconciler workers (0: its shipped 5)
+	jobSyncs                    int           // the Job controller's --concurrent-job-syncs (0: the control plane's 10)
 	ctrlArgs                    []string      // more tau-controller flags
 }
 
@@ -112,6 +113,7 @@ func main() {
 	flag.DurationVar(&cfg.startDeadline, "start-deadline", 2*time.Hour, "the platform's start_deadline: how long an admitted run's pods may take to start before it fails (the example platform's is 10m)")
 	flag.DurationVar(&cfg.nodeLease, "node-lease", 4*time.Minute, "how long a node's lease lasts; kwok renews it every quarter of that, as the kubelet does (the kubelet's is 40s: at 1,000 nodes, 79-92 of this machine's 2-core API server's 165-236 requests a second, which a real cluster's control plane serves on cores of its own)")
 	flag.IntVar(&cfg.kueueJobWorkers, "kueue-job-workers", 0, "Kueue's Job and Workload reconciler workers, its Configuration's controller.groupKindConcurrency (0: Kueue's shipped 5; docs/operations.md)")
+	flag.IntVar(&cfg.jobSyncs, "job-syncs", 0, "how many Jobs kube-controller-manager's Job controller syncs at once, its --concurrent-job-syncs (0: the test control plane's 10; Kubernetes ships 5; docs/operations.md)")
 	qps := flag.Float64("cluster-qps", 100, "request rate of the kube-scheduler and the Job controller (kube-controller-manager), burst twice that, as a cluster of this size runs them (Kubernetes' own defaults, 50 and 20, pace pod creation to a few Jobs a second); 0: their defaults")
 	ctrlArgs := flag.String("controller-flags", "", "more tau-controller flags, space separated (e.g. --run-workers 64)")
 	flag.Parse()
@@ -146,6 +148,9 @@ func (c *config) check(checkpoints, memLimit string) error {
 	}
 	if c.nodeLease < 4*time.Second || c.nodeLease%time.Second != 0 {
 		return fmt.Errorf("-node-lease %s: want whole seconds, at least 4s (the kubelet's is 40s)", c.nodeLease)
+	}
+	if c.jobSyncs < 0 {
+		return fmt.Errorf("-job-syncs %d: want 0 (the test control plane's 10) or more", c.jobSyncs)
 	}
 	if c.kueueJobWorkers < 0 {
 		return fmt.Errorf("-kueue-job-workers %d: want 0 (Kueue's shipped 5) or more", c.kueueJobWorkers)
@@ -206,7 +211,7 @@ func (h *harness) setUp(ctx context.Context) error {
 	h.logf("starting the control plane (API server, etcd, Kueue, scheduler, Job controller, kwok)")
 	var err error
 	h.env, err = controlplane.Start(ctx, controlplane.Options{Kueue: true, Nodes: true, ClientQPS: h.cfg.clusterQPS, NodeLease: h.cfg.nodeLease,
-		KueueJobWorkers:   h.cfg.kueueJobWorkers,
+		KueueJobWorkers: h.cfg.kueueJobWorkers, JobSyncs: h.cfg.jobSyncs,
 		CRDDirectoryPaths: []string{filepath.Join(h.root, "api", "crds")}})
 	if err != nil {
 		return err

@@ -50,6 +50,11 @@ type Options struct {
 	// Job.batch, Workloads the same); 0 keeps Kueue's shipped 5.
 	// hack/scale's -kueue-job-workers measures what more buys.
 	KueueJobWorkers int
+	// JobSyncs is how many Jobs kube-controller-manager's Job controller
+	// syncs at once (--concurrent-job-syncs); 0 keeps this control plane's
+	// 10 (Kubernetes ships 5). hack/scale's -job-syncs measures what more
+	// buys once the Job controller is the cluster's limit.
+	JobSyncs int
 
 	kueueArgs []string // appended to Kueue's command line; tests use them to make it fail
 }

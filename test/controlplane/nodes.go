@@ -1,6 +1,7 @@
 package controlplane
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -37,6 +38,9 @@ const GPUProductLabel = "nvidia.com/gpu.product"
 // is lifted) and tainted again if kwok stops renewing its lease.
 const kcmControllers = "job-controller,garbage-collector-controller,ttl-after-finished-controller,node-lifecycle-controller"
 
+// defaultJobSyncs is the Job controller's syncs at once (Options.JobSyncs).
+const defaultJobSyncs = 10
+
 // startNodes starts what turns objects into pods on nodes: the real
 // kube-scheduler, the real Job, garbage-collector and TTL controllers, and
 // kwok as the kubelet of fake nodes. Pods run only where the scheduler put
@@ -62,7 +66,7 @@ func (e *Env) startNodes(ctx context.Context, binDir string) error {
 	wg.Go(func() {
 		errs[1] = e.runOnFreePort(ctx, BinControllerManager, filepath.Join(binDir, BinControllerManager), func(port int) ([]string, string) {
 			args := append(e.servingArgs(port), "--leader-elect=false", "--controllers="+kcmControllers,
-				"--use-service-account-credentials=false", "--concurrent-job-syncs=10", "--concurrent-gc-syncs=10",
+				"--use-service-account-credentials=false", fmt.Sprintf("--concurrent-job-syncs=%d", cmp.Or(e.opts.JobSyncs, defaultJobSyncs)), "--concurrent-gc-syncs=10",
 				fmt.Sprintf("--node-monitor-grace-period=%s", e.nodeLease()*5/4))
 			return append(args, e.clientRateArgs()...), fmt.Sprintf("https://127.0.0.1:%d/healthz", port)
 		})

@@ -161,8 +161,8 @@ func waitsOnOwnCheck(ex runs.Explanation, wl *kueue.Workload) bool {
 // each step. hack/scale, 1,000 runs: TauRun writes per run ended (see
 // docs/benchmarks.md).
 //
-// While the controller is behind (behind), it is maxDetailInterval from
-// the phase's first moment: the workers' time goes to phases first.
+// While the controller is behind (behind), it is maxDetailInterval: the
+// workers' time goes to submissions and phases first.
 func (r *RunReconciler) detailInterval(run *taugridv1.TauRun) time.Duration {
 	if r.behind() {
 		return max(r.DetailInterval, maxDetailInterval)
@@ -180,11 +180,11 @@ func (r *RunReconciler) detailInterval(run *taugridv1.TauRun) time.Duration {
 // its first phase, and each phase change, written at once as ever. A
 // sentence that only adds detail to a phase waits maxDetailInterval after
 // the run's last write, and is written then with what the run shows: a
-// status write holds a worker for an API round trip (0.5 s at p50 with
-// 10,000 runs, hack/scale), and there, before this, detail was about 2
-// of a run's 7 status writes, while thousands of new runs waited for a
-// worker to give them any phase at all. A controller that keeps up writes
-// detail as detailInterval says.
+// status write holds a worker for an API round trip (0.6-0.7 s on the
+// API server with 10,000 runs, hack/scale), and there, before this,
+// detail was about 2 of a run's 7 status writes, while thousands of new
+// runs waited for a worker to give them any phase at all. A controller
+// that keeps up writes detail as detailInterval says.
 func (r *RunReconciler) behind() bool {
 	return r.readyRuns != nil && r.readyRuns() > cmp.Or(r.Workers, DefaultRunWorkers)
 }

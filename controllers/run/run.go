@@ -148,7 +148,8 @@ type SourceArchiver interface {
 
 // Reconcile fetches the run; an ended one only has what its attempts hold
 // released (reconcileEnded). Any other runs reconcileRun's steps on a
-// copy whose status finish patches once, deferred.
+// copy whose status finish patches once, deferred. A requeue that is a
+// timer comes back at PriorityTimer (timed).
 func (r *RunReconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	res, err := r.reconcile(ctx, req)
 	return timed(res, err), err

@@ -41,6 +41,13 @@ func TestCheckpointsDefaultToATenthHalfAndAllAndBadOnesSayWhy(t *testing.T) {
 			t.Errorf("-node-lease %s: err = %v, want it refused", lease, err)
 		}
 	}
+	for _, bad := range []config{{kueueJobWorkers: -1}, {jobSyncs: -1}} {
+		w := c
+		w.kueueJobWorkers, w.jobSyncs = bad.kueueJobWorkers, bad.jobSyncs
+		if err := w.check("", "1Gi"); err == nil || !strings.Contains(err.Error(), "or more") {
+			t.Errorf("-kueue-job-workers %d -job-syncs %d: err = %v, want it refused", w.kueueJobWorkers, w.jobSyncs, err)
+		}
+	}
 }
 
 func TestRunTimesSpreadBetweenTheBounds(t *testing.T) {

@@ -305,7 +305,7 @@ func setupControllers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 			PullRequests: pulls, Workers: o.repositoryWorkers},
 		&runctrl.RunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Files: &policy.GitFiles{Client: c, Git: git},
 			Policies: policies, Sources: sources, Clock: clk, Recorder: mgr.GetEventRecorder("tau-run"), Evidence: page, Clusters: workers,
-			GPUUsage: usage, Workers: o.runWorkers, DetailInterval: o.statusDetailInterval, Written: written, Indexed: true},
+			GPUUsage: usage, Workers: o.runWorkers, DetailInterval: o.statusDetailInterval, Written: written, Indexed: true, HoldersKept: runctrl.DefaultHoldersKept},
 		ev,
 		&forgestatus.ForgeReconciler{Client: c, APIReader: mgr.GetAPIReader(), Clock: clk, Recorder: mgr.GetEventRecorder("tau-forge"), Posters: posters, Workers: o.forgeWorkers,
 			Written: written},

@@ -95,7 +95,8 @@ func startManagerWith(t testing.TB, adjust func(ctrl.Manager, *controllers)) *ru
 	c, clk := mgr.GetClient(), clock.RealClock{}
 	policies := &policy.PolicyStore{Client: c, Git: gitClient, Namespace: "default"}
 	runs := &runctrl.RunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Scheme: scheme, Files: &policy.GitFiles{Client: c, Git: gitClient},
-		Policies: policies, Clock: clk, Recorder: events.NewFakeRecorder(1000), DetailInterval: runctrl.DefaultDetailInterval, Indexed: true}
+		Policies: policies, Clock: clk, Recorder: events.NewFakeRecorder(1000), DetailInterval: runctrl.DefaultDetailInterval, Indexed: true,
+		HoldersKept: runctrl.DefaultHoldersKept}
 	adjusted := &controllers{run: runs}
 	if adjust != nil {
 		adjust(mgr, adjusted)

@@ -108,6 +108,11 @@ type RunReconciler struct {
 	// that reads the API server, which knows no such field): by their
 	// namespace and labels.
 	Indexed bool
+	// HoldersKept is how long a look at what holds a ClusterQueue's
+	// quota, which every queued run's start estimate reads, serves the
+	// queued runs that look after it (holdingOf; DefaultHoldersKept); 0
+	// reads it at every look.
+	HoldersKept time.Duration
 	// Written records the run status writes of this process, shared with
 	// the other controllers that write a run's status; nil: a record of
 	// the reconciler's own writes only (see CacheLagsWrite).
@@ -121,7 +126,8 @@ type RunReconciler struct {
 	briefSteps   *shared.Memo[types.NamespacedName, brief]     // see noteBriefStep
 	usageReads   *shared.Memo[types.NamespacedName, usageRead] // see reconcileGPUUsage
 
-	waiting *lru.Cache // see waitingSlots
+	waiting *lru.Cache                    // see waitingSlots
+	holding *shared.Memo[string, holding] // by ClusterQueue; see holdingOf
 
 	// readyRuns counts the runs ready in the controller's work queue, set
 	// by newQueue before the controller starts its workers; unset, as in a

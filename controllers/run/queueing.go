@@ -72,8 +72,8 @@ func (r *RunReconciler) queueState(ctx context.Context, wl *kueue.Workload) runs
 	holding := make([]runs.Slot, len(h.slots))
 	for i, s := range h.slots {
 		holding[i] = s.Slot
-		if s.start != nil {
-			holding[i].Elapsed = now.Sub(*s.start)
+		if !s.start.IsZero() {
+			holding[i].Elapsed = now.Sub(s.start)
 		}
 	}
 	if h.freedBy != nil {
@@ -102,7 +102,7 @@ const DefaultHoldersKept = time.Second
 // admitted run's slot (its Elapsed set by the reader, from start) and the
 // one whose time limit frees its GPUs first.
 type holding struct {
-	cq      string // the ClusterQueue's name and resourceVersion
+	version string // the ClusterQueue's resourceVersion
 	at      time.Time
 	slots   []heldSlot
 	freesBy time.Time
@@ -111,19 +111,22 @@ type holding struct {
 
 type heldSlot struct {
 	runs.Slot
-	start *time.Time // nil: no time limit known, so no elapsed time reasoned from
+	start time.Time // zero: no time limit known, so no elapsed time reasoned from
 }
 
 // holdingOf is what holds cq: from a look at the same ClusterQueue (the
 // same resourceVersion: Kueue writes the ClusterQueue as it admits and
 // releases workloads) less than HoldersKept ago, or read from admitted.
+// With HoldersKept 0 nothing is kept.
 func (r *RunReconciler) holdingOf(ctx context.Context, cq *kueue.ClusterQueue, admitted []*kueue.Workload, now time.Time) holding {
-	key := cq.Name + "@" + cq.ResourceVersion
-	kept := shared.MemoOf(&r.holding)
-	if h, ok := kept.Get(cq.Name); ok && h.cq == key && !now.Before(h.at) && now.Sub(h.at) < r.HoldersKept {
-		return h
+	var kept *shared.Memo[string, holding]
+	if r.HoldersKept > 0 {
+		kept = shared.MemoOf(&r.holding)
+		if h, ok := kept.Get(cq.Name); ok && h.version == cq.ResourceVersion && !now.Before(h.at) && now.Sub(h.at) < r.HoldersKept {
+			return h
+		}
 	}
-	h := holding{cq: key, at: now, slots: make([]heldSlot, 0, len(admitted))}
+	h := holding{version: cq.ResourceVersion, at: now, slots: make([]heldSlot, 0, len(admitted))}
 	for _, w := range admitted {
 		slot := heldSlot{Slot: runs.Slot{Run: w.Namespace + "/" + w.Name, GPUs: runs.WorkloadGPUs(w)}}
 		if limit, start, ok := r.deadline(ctx, w); ok {
@@ -138,13 +141,14 @@ func (r *RunReconciler) holdingOf(ctx context.Context, cq *kueue.ClusterQueue, a
 				// from now, so the estimate holds still between looks.
 				start = &meta.FindStatusCondition(w.Status.Conditions, kueue.WorkloadAdmitted).LastTransitionTime
 			}
-			at := start.Time
-			slot.Limit, slot.start = limit, &at
+			slot.Limit, slot.start = limit, start.Time
 			slot.Progress, slot.ProgressAt = r.reportedProgress(ctx, w, start.Time)
 		}
 		h.slots = append(h.slots, slot)
 	}
-	kept.Put(cq.Name, h)
+	if kept != nil {
+		kept.Put(cq.Name, h)
+	}
 	return h
 }
 

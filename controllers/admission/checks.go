@@ -78,8 +78,8 @@ func (c *Check) decideOn(ctx context.Context, s *subject) (verdict, error) {
 		c.ownedByAJobOrRayJob,
 		c.ownedByARun,
 		recordedByTheRun,
-		unchangedSinceRender,
 		runStillWanted,
+		unchangedSinceRender,
 	)
 }
 
@@ -245,6 +245,9 @@ func sameAsRendered(s *subject, obj client.Object, refusal string) (*verdict, er
 }
 
 // runStillWanted: a cancelled or ended run's workload is admitted no more.
+// It is asked before the workload is compared with what the run rendered:
+// that alone refuses it, whatever changed (the cache keeps no field
+// digests of an ended run, shared.CacheTransform).
 func runStillWanted(_ context.Context, s *subject) (*verdict, error) {
 	switch p := s.run.Status.Phase; {
 	case s.run.Spec.Cancel:

@@ -228,6 +228,15 @@ func TestOnlyTheWorkloadTauGridRenderedPassesUnchanged(t *testing.T) {
 			change: func(w *world) { w.run.Spec.Cancel = true }, state: kueue.CheckStateRejected,
 			says: "run r1 was cancelled",
 		},
+		// The cache keeps no field digests of an ended run: its workload
+		// is refused for the run's end alone, before anything is compared.
+		"the run has ended, its image edited after": {
+			change: func(w *world) {
+				w.run.Status.Phase, w.run.Status.Workload.FieldDigests = taugridv1.PhaseSucceeded, ""
+				w.job.Spec.Template.Spec.Containers[0].Image = "evil/miner"
+			}, state: kueue.CheckStateRejected,
+			says: "run r1 has ended (Succeeded)",
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

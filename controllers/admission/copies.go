@@ -48,8 +48,8 @@ func (c *Check) decideCopy(ctx context.Context, wl *kueue.Workload) (verdict, er
 		c.dispatchedByTheManager,
 		c.ownedByARun,
 		recordedByTheRun,
-		unchangedSinceDispatch,
 		runStillWanted,
+		unchangedSinceDispatch,
 	)
 }
 

@@ -293,3 +293,49 @@ func TestASealReadsItsEventsFromTheBookOnceItHasListedThem(t *testing.T) {
 		}
 	}
 }
+
+// Once an attempt is sealed, the book holds no more of the events about
+// its Job, Workload and pods, which no bundle reads again; it still holds
+// the run's own (a later attempt's bundle records them) and every other
+// object's.
+func TestASealedAttemptsEventsLeaveTheBook(t *testing.T) {
+	evs := []any{
+		builders.MakeEventAbout("r-1-xyz12.1", ns, "Pod", "r-1-xyz12", "Normal", "Started", "started container main", started.Add(time.Second)),
+		builders.MakeEventAbout("r-1.1", ns, "Job", "r-1", "Normal", "Completed", "Job completed", ended),
+		builders.MakeEventAbout("job-r-1-abcde.1", ns, "Workload", "job-r-1-abcde", "Normal", "Admitted", "admitted by gpu", started),
+		builders.MakeEventAbout("r.1", ns, "TauRun", "r", "Normal", "Succeeded", "the run succeeded", ended),
+		builders.MakeEventAbout("other-pod.1", ns, "Pod", "other-pod", "Warning", "BackOff", "not this run's", started)}
+	w := newSealWorld(t, nil, researchRepo(), hfSecret(), sealingRun().Obj(), attemptJob(), attemptWorkload(),
+		attemptPod(0), gpuNode(corev1.ConditionTrue, started.Add(-time.Hour)))
+	w.e.Events = &EventBook{}
+	if err := (bookStore{w.e.Events}).Replace(evs, "1"); err != nil {
+		t.Fatal(err)
+	}
+	held := func() []string {
+		var out []string
+		for _, r := range w.e.Events.About(ns, map[string]bool{"r": true, "r-1": true, "job-r-1-abcde": true, "r-1-xyz12": true, "other-pod": true}) {
+			out = append(out, r.Object+" "+r.Reason)
+		}
+		return out
+	}
+	if got := held(); len(got) != 5 {
+		t.Fatalf("the book holds %v before the seal, want all 5", got)
+	}
+	if _, err := w.e.Reconcile(context.Background(), runR); err != nil {
+		t.Fatal(err)
+	}
+	_, rec, _ := w.bundle(t, 1)
+	var sealed []string
+	for _, r := range rec.Events {
+		sealed = append(sealed, r.Object+" "+r.Reason)
+	}
+	if d := cmp.Diff([]string{"Workload/job-r-1-abcde Admitted", "Pod/r-1-xyz12 Started", "Job/r-1 Completed", "TauRun/r Succeeded"}, sealed); d != "" {
+		t.Errorf("the bundle's events (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff([]string{"Pod/other-pod BackOff", "TauRun/r Succeeded"}, held()); d != "" {
+		t.Errorf("the book after the seal (-want +got):\n%s", d)
+	}
+	if len(w.e.Events.of) != 2 {
+		t.Errorf("the book's index names %d events after the seal, want 2: %v", len(w.e.Events.of), w.e.Events.of)
+	}
+}

@@ -131,6 +131,27 @@ func (b *EventBook) About(ns string, names map[string]bool) []evidence.EventReco
 	return out
 }
 
+// Forget drops what the book holds of the events about the named objects
+// of namespace ns: a sealed attempt's Job, Workload and pods, which no
+// bundle reads again (at 10,000 runs in an hour, the events of every
+// ended run were the book's bulk, hack/scale). An event about them posted
+// or changed later is held again until the API server deletes it. A nil
+// book holds nothing.
+func (b *EventBook) Forget(ns string, names map[string]bool) {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for name := range names {
+		o := bookObject{ns, name}
+		for _, e := range b.about[o] {
+			delete(b.of, ns+"/"+e.name)
+		}
+		delete(b.about, o)
+	}
+}
+
 // put adds or replaces an event; the caller holds mu.
 func (b *EventBook) put(ev *corev1.Event) {
 	key := ev.Namespace + "/" + ev.Name

@@ -45,6 +45,9 @@ type Collection struct {
 	At      attemptCluster // where the attempt's pods are read
 	pods    []corev1.Pod   // the attempt's pods, read first
 	logs    []rawLog       // their containers' log tails, unmasked, read first
+	// attemptObjects names the attempt's own objects whose events the
+	// bundle records: its Job or RayJob, Workload and pods (not the run).
+	attemptObjects map[string]bool
 }
 
 // sealAttempt collects and stores the bundle of attempt n; it returns the
@@ -69,6 +72,8 @@ func (e *EvidenceRecorder) sealAttempt(ctx context.Context, run *taugridv1.TauRu
 	if err := evidence.Write(ctx, e.Store, sealed); err != nil {
 		return "", err
 	}
+	// Sealed: no bundle reads the attempt's events again.
+	c.At.book.Forget(run.Namespace, c.attemptObjects)
 	return sealed.Digest(), nil
 }
 
@@ -551,13 +556,15 @@ func healthBefore(now corev1.ConditionStatus) string {
 // collectEvents records the newest events about the run, its workloads and
 // its pods.
 func (e *EvidenceRecorder) collectEvents(ctx context.Context, c *Collection) error {
-	about := map[string]bool{c.Run.Name: true, c.Run.Status.Attempts[c.Attempt-1].Workload: true}
+	c.attemptObjects = map[string]bool{c.Run.Status.Attempts[c.Attempt-1].Workload: true}
 	if c.Rec.Kueue != nil {
-		about[c.Rec.Kueue.Workload] = true
+		c.attemptObjects[c.Rec.Kueue.Workload] = true
 	}
 	for _, p := range c.Rec.Pods {
-		about[p.Name] = true
+		c.attemptObjects[p.Name] = true
 	}
+	about := maps.Clone(c.attemptObjects)
+	about[c.Run.Name] = true
 	switch {
 	case c.At.book.Synced():
 		c.Rec.Events = c.At.book.About(c.Run.Namespace, about)

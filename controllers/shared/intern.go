@@ -2,7 +2,11 @@ package shared
 
 import (
 	"reflect"
+	"slices"
+	"strings"
 	"sync"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 // The objects a cache holds repeat the same strings: every pod of every run
@@ -23,32 +27,108 @@ const internMaxLen = 128
 // round, not one per object.
 const internMax = 1 << 16
 
-var interned = struct {
-	sync.Mutex
-	m map[string]string
-}{m: map[string]string{}}
+var interned = newFirstCopies[string, string](internMax)
 
 func intern(s string) string {
 	if s == "" || len(s) > internMaxLen {
 		return s
 	}
-	interned.Lock()
-	defer interned.Unlock()
-	if v, ok := interned.m[s]; ok {
-		return v
+	return interned.keep(s, s)
+}
+
+// firstCopies keeps the first value put under each key, up to limit
+// keys; then it starts again.
+type firstCopies[K comparable, V any] struct {
+	mu    sync.Mutex
+	m     map[K]V
+	limit int
+}
+
+func newFirstCopies[K comparable, V any](limit int) *firstCopies[K, V] {
+	return &firstCopies[K, V]{m: map[K]V{}, limit: limit}
+}
+
+// keep is the value first kept under k, v if none is (v is kept).
+func (f *firstCopies[K, V]) keep(k K, v V) V {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if first, ok := f.m[k]; ok {
+		return first
 	}
-	if len(interned.m) >= internMax {
-		clear(interned.m)
+	if len(f.m) >= f.limit {
+		clear(f.m)
 	}
-	interned.m[s] = s
-	return s
+	f.m[k] = v
+	return v
+}
+
+// Maps cost more than the text they hold: the smallest (up to 8 entries)
+// is a group of 8 slots, about 340 bytes with string values and 700 with
+// quantities, whatever it holds. Many repeat from object to object: a
+// Workload's flavors and resource usage ({cpu: 8, memory: 32Gi,
+// nvidia.com/gpu: 1}), its pod sets' accelerators, a pod's resources, a
+// node selector. A map whose text is all that of one kept before (same
+// type, same entries) is replaced by that one (sharedMap), so the objects
+// share it. The cache hands out deep copies (and readers of its own
+// copies only read), so no reader can change a shared map.
+
+// sharedMapMaxEntries and sharedMapMaxKey bound the maps shared: labels
+// and annotations that name a run are rarely repeated.
+const (
+	sharedMapMaxEntries = 16
+	sharedMapMaxKey     = 1024
+)
+
+// sharedMapMax bounds the table of kept maps, as internMax does strings'.
+const sharedMapMax = 1 << 12
+
+type sharedMapKey struct {
+	t       reflect.Type
+	entries string
+}
+
+var sharedMaps = newFirstCopies[sharedMapKey, reflect.Value](sharedMapMax)
+
+var quantityType = reflect.TypeFor[resource.Quantity]()
+
+// sharedMap is the kept map with m's entries, m kept if none is; m
+// itself where its entries cannot be compared as text (only maps from
+// strings to strings or quantities are shared) or it is too large to be
+// worth keeping.
+func sharedMap(m reflect.Value) reflect.Value {
+	t := m.Type()
+	if t.Key().Kind() != reflect.String || (t.Elem().Kind() != reflect.String && t.Elem() != quantityType) || m.Len() > sharedMapMaxEntries {
+		return m
+	}
+	entries := make([]string, 0, m.Len())
+	size := 0
+	it := m.MapRange()
+	for it.Next() {
+		var v string
+		if t.Elem() == quantityType {
+			q := it.Value().Interface().(resource.Quantity)
+			// The text and its format: 8 as a decimal and as a binary
+			// amount read alike, but what is computed from them does not.
+			v = q.String() + "/" + string(q.Format)
+		} else {
+			v = it.Value().String()
+		}
+		e := it.Key().String() + "\x00" + v + "\x00"
+		size += len(e)
+		if size > sharedMapMaxKey {
+			return m
+		}
+		entries = append(entries, e)
+	}
+	slices.Sort(entries)
+	return sharedMaps.keep(sharedMapKey{t: t, entries: strings.Join(entries, "")}, m)
 }
 
 // internStrings replaces, in place, each string that obj (a pointer to a
 // decoded object) reaches through exported fields, slices, maps and
 // pointers with its interned copy. Maps are built again, right-sized, with
-// interned keys and values, and slices with room to spare are cut to
-// their length.
+// interned keys and values, or replaced by a kept map of the same entries
+// (sharedMap), and slices with room to spare are cut to their length.
 func internStrings(obj any) {
 	v := reflect.ValueOf(obj)
 	if v.Kind() != reflect.Pointer || v.IsNil() {
@@ -103,6 +183,6 @@ func internValue(v reflect.Value) {
 			internValue(e)
 			m.SetMapIndex(k, e)
 		}
-		v.Set(m)
+		v.Set(sharedMap(m))
 	}
 }

@@ -25,14 +25,16 @@ func CacheOptions() cache.Options {
 	}}
 }
 
-// CacheTransform strips managed fields, slims pod specs and shares the
-// object's repeated strings with the objects cached before it.
+// CacheTransform strips managed fields, slims pod specs, pods' labels and
+// ended runs (slim.go), and shares the object's repeated strings and maps
+// with the objects cached before it (intern.go).
 func CacheTransform(obj any) (any, error) {
 	obj, err := stripManagedFields(obj)
 	if err != nil {
 		return nil, err
 	}
 	SlimPodSpecs(obj)
+	slimEndedRun(obj)
 	internStrings(obj)
 	return obj, nil
 }

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
+	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	kueue "sigs.k8s.io/kueue/apis/kueue/v1beta2"
@@ -19,7 +20,10 @@ import (
 // terminated, what it asked for and where it could run are read no more
 // (those readers look at pods that wait or run), so its resources, node
 // selector and tolerations go too: at 10,000 ended runs the cache holds
-// 10,000 such pods.
+// 10,000 such pods. Of a pod's labels it drops those the Job controller
+// and Kueue add (generatedPodLabels): with them a pod of a Job had 11
+// labels, past the 8 a map's smallest table holds, and nothing in TauGrid
+// selects or reads a pod by them.
 //
 // Of the pod templates of Jobs, RayJobs and Kueue Workloads it keeps no
 // labels, annotations or spec, and no Job's selector: what a run's
@@ -34,6 +38,14 @@ import (
 // The cached objects are never written back whole: TauGrid patches Jobs,
 // Workloads and pods with merge patches computed against the same slim
 // copy, so what was dropped is never sent.
+
+// generatedPodLabels are the labels the Job controller (its job's name
+// and UID, each under its old and its batch.kubernetes.io name) and Kueue
+// (the pod's queues and pod set) add to a pod.
+var generatedPodLabels = []string{
+	"controller-uid", batchv1.ControllerUidLabel, "job-name", batchv1.JobNameLabel,
+	"kueue.x-k8s.io/cluster-queue-name", "kueue.x-k8s.io/local-queue-name", "kueue.x-k8s.io/podset",
+}
 
 // slimPodSpec drops from s, in place, what the controller does not read.
 func slimPodSpec(s *corev1.PodSpec) {
@@ -94,11 +106,27 @@ func secretVolumes(vs []corev1.Volume) []corev1.Volume {
 	return out
 }
 
+// slimEndedRun drops, from a run that has ended, its workload's field
+// digests (about 1 KB, the largest field of a cached TauRun): they name
+// what changed in a workload the policy admission check refuses, and the
+// check refuses an ended run's workload for that alone, before it looks
+// at what changed (controllers/admission). The stored run keeps them, and
+// no status write sends them (a merge patch of the copy's changes), so
+// only the cache's copy goes without.
+func slimEndedRun(obj any) {
+	if r, ok := obj.(*taugridv1.TauRun); ok && r.Status.Phase.Final() && r.Status.Workload != nil {
+		r.Status.Workload.FieldDigests = ""
+	}
+}
+
 // SlimPodSpecs slims the pod specs an object of a cached kind carries.
 func SlimPodSpecs(obj any) {
 	switch o := obj.(type) {
 	case *corev1.Pod:
 		slimPodSpec(&o.Spec)
+		for _, l := range generatedPodLabels {
+			delete(o.Labels, l)
+		}
 		if PodTerminated(o) {
 			o.Spec.NodeSelector, o.Spec.Tolerations = nil, nil
 			for _, cs := range [][]corev1.Container{o.Spec.InitContainers, o.Spec.Containers} {

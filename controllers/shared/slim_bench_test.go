@@ -115,8 +115,10 @@ func BenchmarkCachedBytesOfARun(b *testing.B) {
 
 // perRun are the strings of testdata/cached that are one run's alone: the
 // run's name hash, its objects' UIDs (their first 8 characters) and
-// generated name suffixes, its ref hash and its evidence's digest.
-var perRun = []string{"4ce45064c8", "c289fae7", "efaf4605", "1594101a", "32f56e38", "hwfms", "4ee0a", "87a1565297533dfe", "ec1bc1d6251ca4c9"}
+// generated name suffixes, its ref hash, its evidence's digest and its
+// commit (its first 12 characters): no two runs share a commit, so what
+// names the commit (the Job's annotations) is not shared either.
+var perRun = []string{"4ce45064c8", "c289fae7", "efaf4605", "1594101a", "32f56e38", "hwfms", "4ee0a", "87a1565297533dfe", "ec1bc1d6251ca4c9", "99f312f53b83"}
 
 // anotherRun is wire with each perRun string replaced by one of the same
 // length made from i, so protobuf's lengths still hold.

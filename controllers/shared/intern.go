@@ -48,6 +48,14 @@ func newFirstCopies[K comparable, V any](limit int) *firstCopies[K, V] {
 	return &firstCopies[K, V]{m: map[K]V{}, limit: limit}
 }
 
+// first is the value kept under k, if one is.
+func (f *firstCopies[K, V]) first(k K) (V, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.m[k]
+	return v, ok
+}
+
 // keep is the value first kept under k, v if none is (v is kept).
 func (f *firstCopies[K, V]) keep(k K, v V) V {
 	f.mu.Lock()
@@ -68,12 +76,12 @@ func (f *firstCopies[K, V]) keep(k K, v V) V {
 // Workload's flavors and resource usage ({cpu: 8, memory: 32Gi,
 // nvidia.com/gpu: 1}), its pod sets' accelerators, a pod's resources, a
 // node selector. A map whose text is all that of one kept before (same
-// type, same entries) is replaced by that one (sharedMap), so the objects
-// share it. The cache hands out deep copies (and readers of its own
+// type, same entries, sharedMapKeyOf) is replaced by that one, so the
+// objects share it; so do an object's versions, one after the other. The cache hands out deep copies (and readers of its own
 // copies only read), so no reader can change a shared map.
 
-// sharedMapMaxEntries and sharedMapMaxKey bound the maps shared: labels
-// and annotations that name a run are rarely repeated.
+// sharedMapMaxEntries and sharedMapMaxKey bound the maps kept: the table
+// holds each one's text as its key, and a large map is rarely repeated.
 const (
 	sharedMapMaxEntries = 16
 	sharedMapMaxKey     = 1024
@@ -91,14 +99,13 @@ var sharedMaps = newFirstCopies[sharedMapKey, reflect.Value](sharedMapMax)
 
 var quantityType = reflect.TypeFor[resource.Quantity]()
 
-// sharedMap is the kept map with m's entries, m kept if none is; m
-// itself where its entries cannot be compared as text (only maps from
-// strings to strings or quantities are shared) or it is too large to be
-// worth keeping.
-func sharedMap(m reflect.Value) reflect.Value {
+// sharedMapKeyOf is what names m's entries in the table of kept maps;
+// false where they cannot be compared as text (only maps from strings to
+// strings or quantities are kept) or m is too large to be worth keeping.
+func sharedMapKeyOf(m reflect.Value) (sharedMapKey, bool) {
 	t := m.Type()
 	if t.Key().Kind() != reflect.String || (t.Elem().Kind() != reflect.String && t.Elem() != quantityType) || m.Len() > sharedMapMaxEntries {
-		return m
+		return sharedMapKey{}, false
 	}
 	entries := make([]string, 0, m.Len())
 	size := 0
@@ -116,19 +123,19 @@ func sharedMap(m reflect.Value) reflect.Value {
 		e := it.Key().String() + "\x00" + v + "\x00"
 		size += len(e)
 		if size > sharedMapMaxKey {
-			return m
+			return sharedMapKey{}, false
 		}
 		entries = append(entries, e)
 	}
 	slices.Sort(entries)
-	return sharedMaps.keep(sharedMapKey{t: t, entries: strings.Join(entries, "")}, m)
+	return sharedMapKey{t: t, entries: strings.Join(entries, "")}, true
 }
 
 // internStrings replaces, in place, each string that obj (a pointer to a
 // decoded object) reaches through exported fields, slices, maps and
 // pointers with its interned copy. Maps are built again, right-sized, with
 // interned keys and values, or replaced by a kept map of the same entries
-// (sharedMap), and slices with room to spare are cut to their length.
+// (sharedMaps), and slices with room to spare are cut to their length.
 func internStrings(obj any) {
 	v := reflect.ValueOf(obj)
 	if v.Kind() != reflect.Pointer || v.IsNil() {
@@ -172,6 +179,13 @@ func internValue(v reflect.Value) {
 		if v.IsNil() || !v.CanSet() {
 			return
 		}
+		key, shareable := sharedMapKeyOf(v)
+		if shareable {
+			if kept, ok := sharedMaps.first(key); ok {
+				v.Set(kept)
+				return
+			}
+		}
 		m := reflect.MakeMapWithSize(v.Type(), v.Len())
 		// One settable key and element, reused: SetMapIndex copies them.
 		k, e := reflect.New(v.Type().Key()).Elem(), reflect.New(v.Type().Elem()).Elem()
@@ -183,6 +197,9 @@ func internValue(v reflect.Value) {
 			internValue(e)
 			m.SetMapIndex(k, e)
 		}
-		v.Set(sharedMap(m))
+		if shareable {
+			m = sharedMaps.keep(key, m)
+		}
+		v.Set(m)
 	}
 }

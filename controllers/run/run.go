@@ -477,10 +477,6 @@ func started(o client.Object) bool {
 	return false
 }
 
-// generatedJobLabels are the pod template labels the API server adds to a
-// Job at creation.
-var generatedJobLabels = []string{"controller-uid", batchv1.ControllerUidLabel, "job-name", batchv1.JobNameLabel}
-
 // rendersAs reports whether live is the rendered object w as the API
 // server would store it: w, given live's identity and what the API server
 // generated for it, is sent as a dry-run update, and the result must
@@ -496,7 +492,7 @@ func (r *RunReconciler) rendersAs(ctx context.Context, w, live client.Object) (b
 	if p, ok := probe.(*batchv1.Job); ok {
 		l := live.(*batchv1.Job)
 		p.Spec.Selector = l.Spec.Selector
-		for _, k := range generatedJobLabels {
+		for _, k := range shared.GeneratedJobLabels {
 			if v, ok := l.Spec.Template.Labels[k]; ok {
 				metav1.SetMetaDataLabel(&p.Spec.Template.ObjectMeta, k, v)
 			}

@@ -77,8 +77,9 @@ func (f *firstCopies[K, V]) keep(k K, v V) V {
 // nvidia.com/gpu: 1}), its pod sets' accelerators, a pod's resources, a
 // node selector. A map whose text is all that of one kept before (same
 // type, same entries, sharedMapKeyOf) is replaced by that one, so the
-// objects share it; so do an object's versions, one after the other. The cache hands out deep copies (and readers of its own
-// copies only read), so no reader can change a shared map.
+// objects share it; so do an object's versions, one after the other. The
+// cache hands out deep copies (and readers of its own copies only read),
+// so no reader can change a shared map.
 
 // sharedMapMaxEntries and sharedMapMaxKey bound the maps kept: the table
 // holds each one's text as its key, and a large map is rarely repeated.

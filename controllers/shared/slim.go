@@ -1,6 +1,7 @@
 package shared
 
 import (
+	"slices"
 	"strings"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -39,13 +40,15 @@ import (
 // Workloads and pods with merge patches computed against the same slim
 // copy, so what was dropped is never sent.
 
-// generatedPodLabels are the labels the Job controller (its job's name
-// and UID, each under its old and its batch.kubernetes.io name) and Kueue
-// (the pod's queues and pod set) add to a pod.
-var generatedPodLabels = []string{
-	"controller-uid", batchv1.ControllerUidLabel, "job-name", batchv1.JobNameLabel,
-	"kueue.x-k8s.io/cluster-queue-name", "kueue.x-k8s.io/local-queue-name", "kueue.x-k8s.io/podset",
-}
+// GeneratedJobLabels are the pod template labels the API server adds to a
+// Job at creation, and so to its pods: its name and UID, each under its
+// old and its batch.kubernetes.io name.
+var GeneratedJobLabels = []string{"controller-uid", batchv1.ControllerUidLabel, "job-name", batchv1.JobNameLabel}
+
+// generatedPodLabels are the labels the Job controller (GeneratedJobLabels)
+// and Kueue (the pod's queues and pod set) add to a pod.
+var generatedPodLabels = append(slices.Clone(GeneratedJobLabels),
+	"kueue.x-k8s.io/cluster-queue-name", "kueue.x-k8s.io/local-queue-name", "kueue.x-k8s.io/podset")
 
 // slimPodSpec drops from s, in place, what the controller does not read.
 func slimPodSpec(s *corev1.PodSpec) {

@@ -3,15 +3,16 @@ package policy
 import (
 	"context"
 	"fmt"
-	"io/fs"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
+	"github.com/taugrid/taugrid/render"
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// PolicyFiles reads the policy files (the .yaml files of the policy
-// directory) of a platform at a commit, for an evidence bundle.
-func (s *PolicyStore) PolicyFiles(ctx context.Context, platform, commit string) (map[string][]byte, error) {
+// PolicyAt is a platform's whole policy at a commit, its kueue/ Topologies
+// included, for an evidence bundle: parsed once per commit (Load), as the
+// run reconciler rendered the run's attempts under it.
+func (s *PolicyStore) PolicyAt(ctx context.Context, platform, commit string) (*render.Policy, error) {
 	var p taugridv1.TauPlatform
 	if err := s.Client.Get(ctx, types.NamespacedName{Name: platform}, &p); err != nil {
 		return nil, fmt.Errorf("platform %s: %w", platform, err)
@@ -20,15 +21,5 @@ func (s *PolicyStore) PolicyFiles(ctx context.Context, platform, commit string) 
 	if err != nil {
 		return nil, err
 	}
-	names, err := fs.Glob(lp.Tree, "*.yaml")
-	if err != nil {
-		return nil, err
-	}
-	out := map[string][]byte{}
-	for _, n := range names {
-		if out[n], err = fs.ReadFile(lp.Tree, n); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return lp.Policy, nil
 }

@@ -62,3 +62,24 @@ func BenchmarkFingerprintOf(b *testing.B) {
 		_ = fp.Short()
 	}
 }
+
+// BenchmarkMarshal writes the example's rendered Job (and its
+// NetworkPolicy) as YAML, as the evidence controller writes every sealed
+// attempt's manifests and tau render prints them.
+func BenchmarkMarshal(b *testing.B) {
+	pol := examplePolicy(b)
+	data, err := os.ReadFile("../examples/research/tau.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	objs, err := renderFile(pol, "tau.yaml", data)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Marshal(objs, FormatYAML); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package render
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"testing"
@@ -47,8 +48,12 @@ func FuzzRender(f *testing.F) {
 			t.Fatalf("first object is %T, want the workload", objs[0])
 		}
 		checkImagesQualified(t, &pol.Images, objs)
-		if _, err := Marshal(objs, FormatYAML); err != nil {
+		out, err := Marshal(objs, FormatYAML)
+		if err != nil {
 			t.Fatal(err)
+		}
+		if !bytes.Equal(out, marshalAsBefore(t, objs)) {
+			t.Fatal("Marshal wrote YAML other than it wrote through JSON")
 		}
 	})
 }

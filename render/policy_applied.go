@@ -1,7 +1,9 @@
 package render
 
 import (
+	"bytes"
 	"fmt"
+	"slices"
 
 	"sigs.k8s.io/yaml"
 )
@@ -13,7 +15,11 @@ import (
 // security). Other tenants, the profiles only they may use (whose
 // ingress peers may name their namespaces) and the worker clusters are
 // left out: an evidence bundle a team reads, or hands to an auditor, shows
-// nothing of another team. The policy commit and Digest name the whole.
+// nothing of another team. The Topologies its profiles place pods by are
+// in kueue/topology.yaml, each with the ResourceFlavors placed by it whose
+// node labels a profile of the tenant selects (appliedTopologies): a
+// topology-aware run renders from them. The policy commit and Digest name
+// the whole.
 func (p *Policy) AppliedTo(tenant string) (map[string][]byte, error) {
 	t := p.Tenant(tenant)
 	if t == nil {
@@ -35,8 +41,19 @@ func (p *Policy) AppliedTo(tenant string) (map[string][]byte, error) {
 	if len(p.Priorities) > 0 {
 		parts["priorities.yaml"] = map[string]any{"priorities": p.Priorities}
 	}
+	if docs := appliedTopologies(p, profiles); docs != nil {
+		parts[kueueDir+"/topology.yaml"] = docs
+	}
 	out := make(map[string][]byte, len(parts))
 	for name, v := range parts {
+		if docs, ok := v.([]any); ok {
+			data, err := marshalDocs(docs)
+			if err != nil {
+				return nil, fmt.Errorf("writing the policy's %s for tenant %s: %w", name, tenant, err)
+			}
+			out[name] = data
+			continue
+		}
 		data, err := yaml.Marshal(v)
 		if err != nil {
 			return nil, fmt.Errorf("writing the policy's %s for tenant %s: %w", name, tenant, err)
@@ -44,4 +61,67 @@ func (p *Policy) AppliedTo(tenant string) (map[string][]byte, error) {
 		out[name] = data
 	}
 	return out, nil
+}
+
+// appliedTopologies are the Kueue documents of the Topologies profiles
+// place pods by, in name order, each followed by the ResourceFlavors
+// placed by it whose node labels one of those profiles' node selectors
+// holds: the pools the tenant's pods land on. A flavor of another pool
+// (one a team has to itself, say) is left out; a run's manifests depend on
+// the Topology alone, and the policy asks only that some flavor places
+// pods by it. nil for none.
+func appliedTopologies(p *Policy, profiles []Profile) []any {
+	var names []string
+	for _, pr := range profiles {
+		if pr.Topology != "" && p.Topologies[pr.Topology] != nil && !slices.Contains(names, pr.Topology) {
+			names = append(names, pr.Topology)
+		}
+	}
+	slices.Sort(names)
+	var docs []any
+	for _, name := range names {
+		t := p.Topologies[name]
+		levels := make([]map[string]string, len(t.Levels))
+		for i, l := range t.Levels {
+			levels[i] = map[string]string{"nodeLabel": l.NodeLabel}
+		}
+		docs = append(docs, map[string]any{"apiVersion": kueueAPIVersion, "kind": "Topology",
+			"metadata": map[string]any{"name": name}, "spec": map[string]any{"levels": levels}})
+		for _, f := range t.Flavors {
+			if slices.ContainsFunc(profiles, func(pr Profile) bool { return pr.Topology == name && holdsLabels(pr.NodeSelector, f.NodeLabels) }) {
+				docs = append(docs, map[string]any{"apiVersion": kueueAPIVersion, "kind": "ResourceFlavor",
+					"metadata": map[string]any{"name": f.Name}, "spec": map[string]any{"topologyName": name, "nodeLabels": f.NodeLabels}})
+			}
+		}
+	}
+	return docs
+}
+
+// holdsLabels: every label of labels is in selector, with its value.
+func holdsLabels(selector, labels map[string]string) bool {
+	for k, v := range labels {
+		if w, ok := selector[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// kueueAPIVersion is the Kueue API the documents AppliedTo writes are of.
+const kueueAPIVersion = "kueue.x-k8s.io/v1beta2"
+
+// marshalDocs writes docs as one multi-document YAML file.
+func marshalDocs(docs []any) ([]byte, error) {
+	var buf bytes.Buffer
+	for i, d := range docs {
+		if i > 0 {
+			buf.WriteString("---\n")
+		}
+		data, err := yaml.Marshal(d)
+		if err != nil {
+			return nil, err
+		}
+		buf.Write(data)
+	}
+	return buf.Bytes(), nil
 }

@@ -283,10 +283,7 @@ func TestASucceededRunLeavesAVerifiableBundleWithItsSecretMasked(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		policy, err := f.runRec.Policies.(*policy.PolicyStore).PolicyFiles(ctx, f.repo.Spec.Platform, rec.Inputs.PolicyCommit)
-		if err != nil {
-			t.Fatal(err)
-		}
+		policy := policyFilesAt(t, f.runRec.Policies.(*policy.PolicyStore), f.repo.Spec.Platform, rec.Inputs.PolicyCommit)
 		got, err := evidence.Rerender(in, tau, policy)
 		if err != nil || !bytes.Equal(got, content[evidence.ArtifactManifests]) {
 			t.Errorf("re-rendered from git: err %v, equal %v", err, bytes.Equal(got, content[evidence.ArtifactManifests]))
@@ -540,4 +537,30 @@ func TestTheEvidenceLinkKeyIsCreatedOnceAndKept(t *testing.T) {
 	if _, err := sealing.EvidenceLinkKey(ctx, k8s, "evkey-system", "short"); err == nil || strings.Contains(err.Error(), "weak") {
 		t.Errorf("a 4-byte key: %v, want refused without showing it", err)
 	}
+}
+
+// policyFilesAt reads the policy files (the .yaml files of the policy
+// directory) of platform at commit, as tau evidence verify's reader holds
+// them, from the store's tree of that commit.
+func policyFilesAt(t *testing.T, store *policy.PolicyStore, platform, commit string) map[string][]byte {
+	t.Helper()
+	var p taugridv1.TauPlatform
+	if err := k8s.Get(context.Background(), types.NamespacedName{Name: platform}, &p); err != nil {
+		t.Fatal(err)
+	}
+	lp, err := store.Load(context.Background(), &p, commit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := fs.Glob(lp.Tree, "*.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]byte{}
+	for _, n := range names {
+		if out[n], err = fs.ReadFile(lp.Tree, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
 }

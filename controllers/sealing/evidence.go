@@ -42,9 +42,10 @@ const (
 // hangs holds an evidence worker no longer; the controller tries again.
 const sealTimeout = 30 * time.Second
 
-// PolicyFiles reads the policy files of a platform at a commit.
-type PolicyFiles interface {
-	PolicyFiles(ctx context.Context, platform, commit string) (map[string][]byte, error)
+// Policies gives a platform's whole policy at a commit, parsed (its
+// Topologies included), as the run reconciler rendered under it.
+type Policies interface {
+	PolicyAt(ctx context.Context, platform, commit string) (*render.Policy, error)
 }
 
 // EvidenceRecorder seals an evidence bundle for every attempt that ends:
@@ -64,7 +65,7 @@ type EvidenceRecorder struct {
 	// logs from its MultiKueue worker; nil: every attempt is local.
 	Clusters clusters.Locator
 	Files    policy.TauFileReader
-	Policies PolicyFiles
+	Policies Policies
 	// Sources says where an attempt's pods fetched the source; nil: none.
 	Sources SourceLocator
 	Store   evidence.Store
@@ -78,6 +79,8 @@ type EvidenceRecorder struct {
 	// the other controllers that write a run's status; nil: a record of
 	// this controller's own writes only.
 	Written *shared.Written
+
+	parts policyParts
 }
 
 // SourceLocator says where an attempt's pods fetched the run's source

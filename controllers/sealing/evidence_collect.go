@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"testing/fstest"
 	"time"
 
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
@@ -228,12 +227,12 @@ func (e *EvidenceRecorder) collectInputs(ctx context.Context, c *Collection) err
 		commit = c.owner.GetAnnotations()[render.AnnotationPolicyCommit]
 	}
 	c.Rec.Inputs.PolicyCommit = commit
-	policy, err := e.Policies.PolicyFiles(ctx, c.repo.Spec.Platform, commit)
+	pol, err := e.Policies.PolicyAt(ctx, c.repo.Spec.Platform, commit)
 	if err != nil {
 		c.note("reading the policy at %s: %v", commit, err)
 		return nil
 	}
-	in, applied, err := e.renderInputs(c, file, data, policy, commit)
+	in, applied, err := e.renderInputs(c, file, data, pol, commit)
 	if err != nil {
 		c.note("rendering attempt %d again: %v", c.Attempt, err)
 		return nil
@@ -250,16 +249,15 @@ func (e *EvidenceRecorder) collectInputs(ctx context.Context, c *Collection) err
 
 // renderInputs rebuilds what the run reconciler's plan gave attempt n:
 // the same meta (avoided nodes and retry reason from the attempts before
-// it, the checkpoint it resumed from, the source it fetched).
-// It returns the part of the policy that applied to the run's tenant, as
-// policy files.
-func (e *EvidenceRecorder) renderInputs(c *Collection, file string, data []byte, policy map[string][]byte, commit string) (*evidence.RenderInputs, map[string][]byte, error) {
+// it, the checkpoint it resumed from, the source it fetched), under the
+// same policy: the one the run reconciler parsed at the commit, not one
+// parsed again per seal (hack/scale: a policy parsed each seal was a fifth
+// of the seal's CPU), with its kueue/ Topologies, which a topology-aware
+// run's manifests are rendered by. It returns the part of the policy that
+// applied to the run's tenant, as policy files.
+func (e *EvidenceRecorder) renderInputs(c *Collection, file string, data []byte, pol *render.Policy, commit string) (*evidence.RenderInputs, map[string][]byte, error) {
 	run := c.Run
 	rc, err := render.LoadConfigWithOverrides(file, data, run.Spec.Trigger.Overrides)
-	if err != nil {
-		return nil, nil, err
-	}
-	pol, err := render.LoadPolicy(mapFS(policy))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -267,7 +265,7 @@ func (e *EvidenceRecorder) renderInputs(c *Collection, file string, data []byte,
 	if tenant == nil {
 		return nil, nil, fmt.Errorf("namespace %s is no tenant's in the policy at %s", run.Namespace, commit)
 	}
-	applied, err := pol.AppliedTo(tenant.Name)
+	applied, err := e.parts.of(pol, tenant.Name)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -835,13 +833,4 @@ func (c *Collection) maskRecord() {
 			rec.Kueue.AdmissionChecks[i].Message = m.Mask(rec.Kueue.AdmissionChecks[i].Message)
 		}
 	}
-}
-
-// mapFS serves policy files to render.LoadPolicy.
-func mapFS(files map[string][]byte) fstest.MapFS {
-	fsys := fstest.MapFS{}
-	for name, data := range files {
-		fsys[name] = &fstest.MapFile{Data: data}
-	}
-	return fsys
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/fstest"
 	"time"
 
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
@@ -17,6 +18,7 @@ import (
 	"github.com/taugrid/taugrid/controllers/shared/sharedtest"
 	"github.com/taugrid/taugrid/evidence"
 	"github.com/taugrid/taugrid/gitsource"
+	"github.com/taugrid/taugrid/render"
 	"github.com/taugrid/taugrid/test/builders"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,14 +59,34 @@ func (f *fakeFiles) ReadFile(_ context.Context, _ *taugridv1.TauRepository, _, c
 	return nil, fmt.Errorf("%s at %s: %w", path, commit, gitsource.ErrNotFound)
 }
 
-// fakePolicies serves the platform's policy files at policyHead only.
-type fakePolicies struct{ files map[string][]byte }
+// fakePolicies serves the platform's policy at policyHead only, parsed
+// from its files once, as policy.PolicyStore parses a commit's.
+type fakePolicies struct {
+	files  map[string][]byte
+	parsed *render.Policy
+}
 
-func (p *fakePolicies) PolicyFiles(_ context.Context, _, commit string) (map[string][]byte, error) {
+func (p *fakePolicies) PolicyAt(_ context.Context, _, commit string) (*render.Policy, error) {
 	if commit != policyHead {
 		return nil, fmt.Errorf("commit %s: %w", commit, gitsource.ErrNotFound)
 	}
-	return p.files, nil
+	if p.parsed == nil {
+		pol, err := render.LoadPolicy(mapFS(p.files))
+		if err != nil {
+			return nil, err
+		}
+		p.parsed = pol
+	}
+	return p.parsed, nil
+}
+
+// mapFS serves policy files to render.LoadPolicy.
+func mapFS(files map[string][]byte) fstest.MapFS {
+	fsys := fstest.MapFS{}
+	for name, data := range files {
+		fsys[name] = &fstest.MapFile{Data: data}
+	}
+	return fsys
 }
 
 // fakeLogs serves container logs by "pod/container".
@@ -89,7 +111,7 @@ type sealWorld struct {
 // The controller's namespace and its attestation key's Secret.
 const controllerNS, attestationSecret = "taugrid-system", "tau-attestation-key"
 
-func newSealWorld(t *testing.T, logs fakeLogs, objs ...client.Object) *sealWorld {
+func newSealWorld(t testing.TB, logs fakeLogs, objs ...client.Object) *sealWorld {
 	t.Helper()
 	st, err := evidence.NewFileStore(t.TempDir())
 	if err != nil {
@@ -107,7 +129,7 @@ func newSealWorld(t *testing.T, logs fakeLogs, objs ...client.Object) *sealWorld
 }
 
 // tauFile is the research repo's tau.yaml, reading HF_TOKEN from Secret hf.
-func tauFile(t *testing.T) []byte {
+func tauFile(t testing.TB) []byte {
 	t.Helper()
 	data, err := os.ReadFile("../../examples/research/tau.yaml")
 	if err != nil {
@@ -117,7 +139,7 @@ func tauFile(t *testing.T) []byte {
 }
 
 // policyFiles are the example platform's policy files.
-func policyFiles(t *testing.T) map[string][]byte {
+func policyFiles(t testing.TB) map[string][]byte {
 	t.Helper()
 	names, err := filepath.Glob("../../examples/platform/*.yaml")
 	if err != nil || len(names) == 0 {

@@ -1,7 +1,6 @@
 package render
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 
@@ -47,7 +46,7 @@ func (p *Policy) AppliedTo(tenant string) (map[string][]byte, error) {
 	out := make(map[string][]byte, len(parts))
 	for name, v := range parts {
 		if docs, ok := v.([]any); ok {
-			data, err := marshalDocs(docs)
+			data, err := yamlDocs(docs)
 			if err != nil {
 				return nil, fmt.Errorf("writing the policy's %s for tenant %s: %w", name, tenant, err)
 			}
@@ -109,19 +108,3 @@ func holdsLabels(selector, labels map[string]string) bool {
 
 // kueueAPIVersion is the Kueue API the documents AppliedTo writes are of.
 const kueueAPIVersion = "kueue.x-k8s.io/v1beta2"
-
-// marshalDocs writes docs as one multi-document YAML file.
-func marshalDocs(docs []any) ([]byte, error) {
-	var buf bytes.Buffer
-	for i, d := range docs {
-		if i > 0 {
-			buf.WriteString("---\n")
-		}
-		data, err := yaml.Marshal(d)
-		if err != nil {
-			return nil, err
-		}
-		buf.Write(data)
-	}
-	return buf.Bytes(), nil
-}

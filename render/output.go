@@ -24,7 +24,27 @@ const (
 // Marshal writes rendered objects as a user would apply them: no status, no
 // empty server-set fields, keys in a stable order.
 func Marshal(objs []client.Object, format Format) ([]byte, error) {
-	items := make([]map[string]any, len(objs))
+	items, err := unstructuredItems(objs)
+	if err != nil {
+		return nil, err
+	}
+	switch format {
+	case FormatJSON:
+		b, err := json.MarshalIndent(map[string]any{"apiVersion": "v1", "kind": "List", "items": items}, "", "  ")
+		return append(b, '\n'), err
+	case FormatYAML:
+		for i, m := range items {
+			items[i] = validUTF8(m)
+		}
+		return yamlDocs(items, goyaml.Marshal)
+	}
+	return nil, fmt.Errorf("unknown output format %q; expected yaml or json", format)
+}
+
+// unstructuredItems are objs as a user would apply them, each an
+// unstructured object (map[string]any): no status, no empty creation time.
+func unstructuredItems(objs []client.Object) ([]any, error) {
+	items := make([]any, len(objs))
 	for i, o := range objs {
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
 		if err != nil {
@@ -36,33 +56,23 @@ func Marshal(objs []client.Object, format Format) ([]byte, error) {
 		}
 		items[i] = m
 	}
-	switch format {
-	case FormatJSON:
-		b, err := json.MarshalIndent(map[string]any{"apiVersion": "v1", "kind": "List", "items": items}, "", "  ")
-		return append(b, '\n'), err
-	case FormatYAML:
-		docs := make([]any, len(items))
-		for i, m := range items {
-			docs[i] = validUTF8(m)
-		}
-		return yamlDocs(docs)
-	}
-	return nil, fmt.Errorf("unknown output format %q; expected yaml or json", format)
+	return items, nil
 }
 
-// yamlDocs writes docs as one YAML file of documents separated by "---":
-// each unstructured object straight to YAML, as sigs.k8s.io/yaml wrote it
-// through JSON (each object as JSON, read back by this YAML package,
-// written again): the same bytes, which sealed bundles' manifests hold and
-// tau evidence verify compares, in half the time and a third of the
-// allocations (BenchmarkMarshal).
-func yamlDocs(docs []any) ([]byte, error) {
+// yamlDocs writes docs, each with marshal, as one YAML file of documents
+// separated by "---". Written with goyaml.Marshal, an unstructured object
+// goes straight to YAML, as sigs.k8s.io/yaml wrote it through JSON (each
+// object as JSON, read back by this YAML package, written again): the same
+// bytes, which sealed bundles' manifests hold and tau evidence verify
+// compares, in half the time and a third of the allocations
+// (BenchmarkMarshal).
+func yamlDocs(docs []any, marshal func(any) ([]byte, error)) ([]byte, error) {
 	var buf bytes.Buffer
 	for i, d := range docs {
 		if i > 0 {
 			buf.WriteString("---\n")
 		}
-		b, err := goyaml.Marshal(d)
+		b, err := marshal(d)
 		if err != nil {
 			return nil, err
 		}

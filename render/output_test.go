@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 )
@@ -23,26 +22,11 @@ import (
 // take (DEL, U+0080 to U+009F, U+FFFE): no bundle holds such a manifest.
 func marshalAsBefore(t testing.TB, objs []client.Object) ([]byte, error) {
 	t.Helper()
-	var buf bytes.Buffer
-	for i, o := range objs {
-		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		delete(m, "status")
-		if meta, ok := m["metadata"].(map[string]any); ok && meta["creationTimestamp"] == nil {
-			delete(meta, "creationTimestamp")
-		}
-		if i > 0 {
-			buf.WriteString("---\n")
-		}
-		b, err := yaml.Marshal(m)
-		if err != nil {
-			return nil, err
-		}
-		buf.Write(b)
+	items, err := unstructuredItems(objs)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return buf.Bytes(), nil
+	return yamlDocs(items, yaml.Marshal)
 }
 
 // trickyStrings are strings YAML reads as something else unquoted, or

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 
+	goyaml "go.yaml.in/yaml/v2"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 )
 
@@ -40,24 +42,20 @@ func (p *Policy) AppliedTo(tenant string) (map[string][]byte, error) {
 	if len(p.Priorities) > 0 {
 		parts["priorities.yaml"] = map[string]any{"priorities": p.Priorities}
 	}
-	if docs := appliedTopologies(p, profiles); docs != nil {
-		parts[kueueDir+"/topology.yaml"] = docs
-	}
-	out := make(map[string][]byte, len(parts))
+	out := make(map[string][]byte, len(parts)+1)
 	for name, v := range parts {
-		if docs, ok := v.([]any); ok {
-			data, err := yamlDocs(docs)
-			if err != nil {
-				return nil, fmt.Errorf("writing the policy's %s for tenant %s: %w", name, tenant, err)
-			}
-			out[name] = data
-			continue
-		}
 		data, err := yaml.Marshal(v)
 		if err != nil {
 			return nil, fmt.Errorf("writing the policy's %s for tenant %s: %w", name, tenant, err)
 		}
 		out[name] = data
+	}
+	if docs := appliedTopologies(p, profiles); docs != nil {
+		data, err := yamlDocs(docs, goyaml.Marshal)
+		if err != nil {
+			return nil, fmt.Errorf("writing the policy's %s/topology.yaml for tenant %s: %w", kueueDir, tenant, err)
+		}
+		out[kueueDir+"/topology.yaml"] = data
 	}
 	return out, nil
 }
@@ -87,23 +85,14 @@ func appliedTopologies(p *Policy, profiles []Profile) []any {
 		docs = append(docs, map[string]any{"apiVersion": kueueAPIVersion, "kind": "Topology",
 			"metadata": map[string]any{"name": name}, "spec": map[string]any{"levels": levels}})
 		for _, f := range t.Flavors {
-			if slices.ContainsFunc(profiles, func(pr Profile) bool { return pr.Topology == name && holdsLabels(pr.NodeSelector, f.NodeLabels) }) {
+			pool := labels.SelectorFromSet(f.NodeLabels)
+			if slices.ContainsFunc(profiles, func(pr Profile) bool { return pr.Topology == name && pool.Matches(labels.Set(pr.NodeSelector)) }) {
 				docs = append(docs, map[string]any{"apiVersion": kueueAPIVersion, "kind": "ResourceFlavor",
 					"metadata": map[string]any{"name": f.Name}, "spec": map[string]any{"topologyName": name, "nodeLabels": f.NodeLabels}})
 			}
 		}
 	}
 	return docs
-}
-
-// holdsLabels: every label of labels is in selector, with its value.
-func holdsLabels(selector, labels map[string]string) bool {
-	for k, v := range labels {
-		if w, ok := selector[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
 }
 
 // kueueAPIVersion is the Kueue API the documents AppliedTo writes are of.

@@ -295,6 +295,10 @@ func setupControllers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 	// writes them: none patches from a copy another's write replaced.
 	written := &shared.Written{}
 	ev.Written = written
+	phaseWrites, err := runctrl.NewPhaseWrites(crmetrics.Registry)
+	if err != nil {
+		return err
+	}
 	pulls := &repoctrl.PullRequests{Client: c, Git: git, Policies: policies, Posters: posters}
 	steps := []interface{ SetupWithManager(ctrl.Manager) error }{
 		&platformctrl.PlatformReconciler{Client: c, Git: git, Policies: policies, Clock: clk, Recorder: mgr.GetEventRecorder("tau-platform"),
@@ -305,7 +309,7 @@ func setupControllers(ctx context.Context, mgr manager.Manager, git *gitsource.C
 			PullRequests: pulls, Workers: o.repositoryWorkers},
 		&runctrl.RunReconciler{Client: c, APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Files: &policy.GitFiles{Client: c, Git: git},
 			Policies: policies, Sources: sources, Clock: clk, Recorder: mgr.GetEventRecorder("tau-run"), Evidence: page, Clusters: workers,
-			GPUUsage: usage, Workers: o.runWorkers, DetailInterval: o.statusDetailInterval, Written: written, Indexed: true, HoldersKept: runctrl.DefaultHoldersKept},
+			GPUUsage: usage, Workers: o.runWorkers, DetailInterval: o.statusDetailInterval, Written: written, Indexed: true, HoldersKept: runctrl.DefaultHoldersKept, PhaseWrites: phaseWrites},
 		ev,
 		&forgestatus.ForgeReconciler{Client: c, APIReader: mgr.GetAPIReader(), Clock: clk, Recorder: mgr.GetEventRecorder("tau-forge"), Posters: posters, Workers: o.forgeWorkers,
 			Written: written},

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -70,13 +71,17 @@ func runChanges() predicate.Predicate {
 		predicate.Or[client.Object](predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, SealedNow()))
 }
 
-// observed wakes runs through h at PriorityObserved. The initial list and
-// resyncs keep controller-runtime's low priority.
-func observed(h handler.EventHandler) handler.EventHandler {
-	return prioritized{h: h}
+// observed wakes runs through h at PriorityObserved, and tells woke (if
+// set) of each run it wakes. The initial list and resyncs keep
+// controller-runtime's low priority.
+func observed(h handler.EventHandler, woke func(types.NamespacedName)) handler.EventHandler {
+	return prioritized{h: h, woke: woke}
 }
 
-type prioritized struct{ h handler.EventHandler }
+type prioritized struct {
+	h    handler.EventHandler
+	woke func(types.NamespacedName)
+}
 
 func (p prioritized) Create(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	p.h.Create(ctx, e, p.queue(q))
@@ -96,12 +101,12 @@ func (p prioritized) Generic(ctx context.Context, e event.GenericEvent, q workqu
 
 // queue is q adding at PriorityObserved, when q is a priority queue (the
 // default in controller-runtime); any other queue is used as it is.
-func (prioritized) queue(q workqueue.TypedRateLimitingInterface[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+func (p prioritized) queue(q workqueue.TypedRateLimitingInterface[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
 	pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request])
 	if !ok {
 		return q
 	}
-	return atPriority{pq}
+	return atPriority{pq, p.woke}
 }
 
 // atPriority adds at PriorityObserved whatever is added without a
@@ -109,6 +114,7 @@ func (prioritized) queue(q workqueue.TypedRateLimitingInterface[reconcile.Reques
 // the initial list and resyncs) keeps it.
 type atPriority struct {
 	priorityqueue.PriorityQueue[reconcile.Request]
+	woke func(types.NamespacedName) // told of each run added now; nil: none
 }
 
 func (q atPriority) Add(item reconcile.Request) {
@@ -126,6 +132,11 @@ func (q atPriority) AddRateLimited(item reconcile.Request) {
 func (q atPriority) AddWithOpts(o priorityqueue.AddOpts, items ...reconcile.Request) {
 	if o.Priority == nil {
 		o.Priority = ptr.To(PriorityObserved)
+	}
+	if q.woke != nil && o.After == 0 && !o.RateLimited {
+		for _, it := range items {
+			q.woke(it.NamespacedName)
+		}
 	}
 	q.PriorityQueue.AddWithOpts(o, items...)
 }

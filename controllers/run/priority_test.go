@@ -37,7 +37,7 @@ func TestWhatTheClusterShowsOfARunWakesItAheadOfNewRuns(t *testing.T) {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: run + "-0-abcde", ResourceVersion: "7",
 			Labels: map[string]string{render.LabelRun: run}}}
 	}
-	h := observed(handler.EnqueueRequestsFromMapFunc(podToRun))
+	h := observed(handler.EnqueueRequestsFromMapFunc(podToRun), nil)
 	h.Create(t.Context(), event.CreateEvent{Object: pod("admitted")}, q)
 	h.Create(t.Context(), event.CreateEvent{Object: pod("listed"), IsInInitialList: true}, q)
 
@@ -114,7 +114,7 @@ func TestAChangeToARunAlreadyThereWakesItAheadOfNewRuns(t *testing.T) {
 	for _, name := range []string{"new-1", "new-2"} {
 		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
 	}
-	h, changes := observed(&handler.EnqueueRequestForObject{}), runChanges()
+	h, changes := observed(&handler.EnqueueRequestForObject{}, nil), runChanges()
 	update := func(old, cur *taugridv1.TauRun) {
 		e := event.UpdateEvent{ObjectOld: old, ObjectNew: cur}
 		if changes.Update(e) {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	rayv1 "github.com/ray-project/kuberay/ray-operator/apis/ray/v1"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
 	"github.com/taugrid/taugrid/clusters"
@@ -117,7 +118,11 @@ type RunReconciler struct {
 	// the other controllers that write a run's status; nil: a record of
 	// the reconciler's own writes only (see CacheLagsWrite).
 	Written *shared.Written
+	// PhaseWrites, when set, receives how long after the cluster's news of
+	// a run its new phase was stored (MetricPhaseWrite).
+	PhaseWrites *prometheus.HistogramVec
 
+	wakes     wakeBook                               // see MetricPhaseWrite
 	submitted *shared.Memo[types.UID, submission]    // see cacheLagsSubmission
 	held      *shared.Memo[holdKey, struct{}]        // see holdOnWorker
 	planned   *shared.Memo[types.UID, plannedLimits] // see limits
@@ -165,6 +170,7 @@ func (r *RunReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 	run := &taugridv1.TauRun{}
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.wakes.forget(req.NamespacedName)
 			shared.WrittenOf(&r.Written).Forget(req.NamespacedName)
 			shared.MemoOf(&r.statusWrites).Forget(req.NamespacedName)
 			shared.MemoOf(&r.usageReads).Forget(req.NamespacedName)
@@ -175,6 +181,11 @@ func (r *RunReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 	if !run.DeletionTimestamp.IsZero() {
 		return reconcile.Result{}, nil
 	}
+	// The news that woke the run, if any, is this reconcile's to act on;
+	// one that only waits gives it back (MetricPhaseWrite).
+	r.wakes.take(req.NamespacedName)
+	waited := true
+	defer func() { r.wakes.done(req.NamespacedName, waited) }()
 	// Held from this read to the status patch (shared.Written): no other
 	// controller of this process writes the run in between.
 	release, ok := shared.WrittenOf(&r.Written).TryHold(req.NamespacedName)
@@ -185,6 +196,7 @@ func (r *RunReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 	if r.CacheLagsWrite(run) {
 		return reconcile.Result{RequeueAfter: shared.CacheLag}, nil
 	}
+	waited = false
 	resume := resumeRequested(run)
 	if run.Status.Phase.Final() && !resume {
 		r.forgetLimits(run)
@@ -258,6 +270,7 @@ func (r *RunReconciler) finish(ctx context.Context, base, run *taugridv1.TauRun,
 	}
 	perr := r.PatchStatus(ctx, base, run)
 	if apierrors.IsConflict(perr) {
+		r.wakes.done(client.ObjectKeyFromObject(run), true) // looked at again at once, from the same news
 		return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
 	}
 	if perr == nil && submitted != nil {
@@ -289,6 +302,7 @@ func (r *RunReconciler) PatchStatus(ctx context.Context, base, run *taugridv1.Ta
 	if err == nil {
 		r.noteWrite(run)
 		shared.WrittenOf(&r.Written).Note(run, base.ResourceVersion, r.Clock.Now())
+		r.notePhaseWrite(client.ObjectKeyFromObject(run), base.Status.Phase, run.Status.Phase)
 	}
 	return client.IgnoreNotFound(err)
 }
@@ -1218,21 +1232,22 @@ func (r *RunReconciler) setCondition(run *taugridv1.TauRun, t string, s metav1.C
 func (r *RunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// What the cluster shows of a run wakes it ahead of new runs
 	// (PriorityObserved).
-	ownedByRun := observed(handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &taugridv1.TauRun{}, handler.OnlyControllerOwner()))
+	woke := func(run types.NamespacedName) { r.wakes.woke(run, r.Clock.Now()) }
+	ownedByRun := observed(handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &taugridv1.TauRun{}, handler.OnlyControllerOwner()), woke)
 	return ctrl.NewControllerManagedBy(mgr).
 		// A new run waits its turn at priority 0; a change to a run
 		// already there wakes it ahead of the new runs (runChanges).
 		For(&taugridv1.TauRun{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: func(event.UpdateEvent) bool { return false }})).
-		Watches(&taugridv1.TauRun{}, observed(&handler.EnqueueRequestForObject{}), builder.WithPredicates(runChanges())).
+		Watches(&taugridv1.TauRun{}, observed(&handler.EnqueueRequestForObject{}, woke), builder.WithPredicates(runChanges())).
 		WithOptions(controller.Options{MaxConcurrentReconciles: cmp.Or(r.Workers, DefaultRunWorkers), NewQueue: r.newQueue(mgr.GetLogger())}).
 		// Of a Job, a Workload or a pod, an update wakes the run only if it
 		// changed something the run reads (ChangesWhatARunReads).
 		Watches(&batchv1.Job{}, ownedByRun, builder.WithPredicates(ChangesWhatARunReads())).
 		Watches(&rayv1.RayJob{}, ownedByRun).
-		Watches(&kueue.Workload{}, observed(handler.EnqueueRequestsFromMapFunc(workloadToRun)), builder.WithPredicates(ChangesWhatARunReads())).
+		Watches(&kueue.Workload{}, observed(handler.EnqueueRequestsFromMapFunc(workloadToRun), woke), builder.WithPredicates(ChangesWhatARunReads())).
 		// Phases come from the pods: a pod scheduled, pulling, running or
 		// stuck changes what the run says within a reconcile.
-		Watches(&corev1.Pod{}, observed(handler.EnqueueRequestsFromMapFunc(podToRun)), builder.WithPredicates(ChangesWhatARunReads())).
+		Watches(&corev1.Pod{}, observed(handler.EnqueueRequestsFromMapFunc(podToRun), woke), builder.WithPredicates(ChangesWhatARunReads())).
 		Complete(r)
 }
 

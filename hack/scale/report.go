@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -12,18 +14,20 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	runctrl "github.com/taugrid/taugrid/controllers/run"
 )
 
 // counters are the controller's cumulative counts at one moment.
 type counters struct {
 	at                 time.Time
 	use                usage
-	api                map[string]float64 // client-go requests by method
-	apiByWhat          map[string]float64 // the same by verb and resource (taugrid_api_requests_total)
-	refusedByWhat      map[string]float64 // of them, refused with 409, by verb and resource
-	conflicts          float64            // of them, refused for a stale resourceVersion (409)
-	throttled, sent    histSum            // their wait for --kube-api-qps, and the API server's time
-	runQueued, runTook histSum            // the run controller's reconciles: their wait in its work queue, and their time
+	api                map[string]float64        // client-go requests by method
+	apiByWhat          map[string]float64        // the same by verb and resource (taugrid_api_requests_total)
+	refusedByWhat      map[string]float64        // of them, refused with 409, by verb and resource
+	conflicts          float64                   // of them, refused for a stale resourceVersion (409)
+	throttled, sent    histSum                   // their wait for --kube-api-qps, and the API server's time
+	runQueued, runTook histSum                   // the run controller's reconciles: their wait in its work queue, and their time
+	phaseWrites        map[string]*dto.Histogram // news of a run → its phase stored, by phase (runctrl.MetricPhaseWrite)
 	gitList, gitFetch  float64
 	forge              int   // status posts
 	forgeAll           int64 // forge requests of any kind
@@ -82,6 +86,10 @@ func (h *harness) sample() (counters, error) {
 	c.runQueued = histWith(mfs["workqueue_queue_duration_seconds"], "name", runController)
 	c.runTook = histWith(mfs["controller_runtime_reconcile_time_seconds"], "controller", runController)
 	c.queued = byLabel(mfs["workqueue_depth"], "name")
+	c.phaseWrites = map[string]*dto.Histogram{}
+	for _, m := range mfs[runctrl.MetricPhaseWrite].GetMetric() {
+		c.phaseWrites[labelsOf(m)["phase"]] = m.GetHistogram()
+	}
 	c.reconciles = byLabel(mfs["controller_runtime_reconcile_total"], "controller")
 	for _, m := range mfs["go_memstats_heap_inuse_bytes"].GetMetric() {
 		c.heapMiB = m.GetGauge().GetValue() / (1 << 20)
@@ -153,6 +161,60 @@ func (h histSum) mean(a histSum) string {
 		return "-"
 	}
 	return fmtDur(time.Duration((h.secs - a.secs) / (h.n - a.n) * float64(time.Second)))
+}
+
+// phaseWritesSince is, for each phase written since prev, the p50 and p99
+// of runctrl.MetricPhaseWrite's observations in the window.
+func phaseWritesSince(prev, cur counters) string {
+	var parts []string
+	for _, phase := range slices.Sorted(maps.Keys(cur.phaseWrites)) {
+		n, p50, p99 := windowQuantiles(prev.phaseWrites[phase], cur.phaseWrites[phase])
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%s %s (%d)", phase, fmtPct([2]time.Duration{p50, p99}), n))
+		}
+	}
+	return cmp.Or(strings.Join(parts, ", "), "none")
+}
+
+// windowQuantiles is the count, p50 and p99 of the observations a
+// cumulative histogram gained from prev (nil: none) to cur, each
+// interpolated within its bucket as Prometheus' histogram_quantile does;
+// one past the last bound is reported as that bound.
+func windowQuantiles(prev, cur *dto.Histogram) (uint64, time.Duration, time.Duration) {
+	type bucket struct {
+		upper float64
+		n     uint64
+	}
+	var bs []bucket
+	for i, b := range cur.GetBucket() {
+		n := b.GetCumulativeCount()
+		if pb := prev.GetBucket(); i < len(pb) {
+			n -= pb[i].GetCumulativeCount()
+		}
+		bs = append(bs, bucket{b.GetUpperBound(), n})
+	}
+	total := cur.GetSampleCount() - prev.GetSampleCount()
+	q := func(q float64) time.Duration {
+		rank, lower, below := q*float64(total), 0.0, uint64(0)
+		for _, b := range bs {
+			if float64(b.n) >= rank {
+				if math.IsInf(b.upper, 1) {
+					return time.Duration(lower * float64(time.Second))
+				}
+				in := float64(b.n - below)
+				if in == 0 {
+					return time.Duration(b.upper * float64(time.Second))
+				}
+				return time.Duration((lower + (b.upper-lower)*(rank-float64(below))/in) * float64(time.Second))
+			}
+			lower, below = b.upper, b.n
+		}
+		return time.Duration(lower * float64(time.Second))
+	}
+	if total == 0 {
+		return 0, 0, 0
+	}
+	return total, q(0.5), q(0.99)
 }
 
 // parseMetrics reads Prometheus' text format: the controller's /metrics
@@ -261,6 +323,8 @@ func (h *harness) checkpoint(w io.Writer, base, prev, cur counters) {
 	h.logf("the API server's floor since the previous row: a probe's write returned in %s (p50 / p99) and a watch saw it %s after it was sent; "+
 		"the run controller's reconciles waited %s (mean) in its work queue and took %s (mean)",
 		fmtPct(written), fmtPct(seen), cur.runQueued.mean(prev.runQueued), cur.runTook.mean(prev.runTook))
+	h.logf("the run controller's own part of a phase's lag since the previous row (the cluster's news of a run reaching its informers → the run's new phase stored; p50 / p99, how many): %s",
+		phaseWritesSince(prev, cur))
 	secs := cur.at.Sub(prev.at).Seconds()
 	h.logf("controller requests since the previous row: %.1f a second; each waited %s (mean) for --kube-api-qps, then %s (mean) on the API server",
 		(cur.apiTotal()-prev.apiTotal())/secs, cur.throttled.mean(prev.throttled), cur.sent.mean(prev.sent))

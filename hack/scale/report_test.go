@@ -3,6 +3,8 @@ package main
 import (
 	"strings"
 	"testing"
+
+	dto "github.com/prometheus/client_model/go"
 )
 
 func TestTheRunControllersQueueIsReadApartFromTheOthers(t *testing.T) {
@@ -78,5 +80,50 @@ func TestListsAreReportedByWhatTheyRead(t *testing.T) {
 	}
 	if got := listCost(cur, cur, 20, 3); got != "none" {
 		t.Errorf("no list since the last sample: %q, want none", got)
+	}
+}
+
+// A window's percentiles come from what each bucket gained in it, not
+// from the histogram since the controller started.
+func TestPhaseWritePercentilesAreTheWindows(t *testing.T) {
+	read := func(text string) counters {
+		t.Helper()
+		mfs, err := parseMetrics(strings.NewReader("# TYPE taugrid_run_phase_write_seconds histogram\n" + text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := counters{phaseWrites: map[string]*dto.Histogram{}}
+		for _, m := range mfs["taugrid_run_phase_write_seconds"].GetMetric() {
+			c.phaseWrites[labelsOf(m)["phase"]] = m.GetHistogram()
+		}
+		return c
+	}
+	prev := read(`taugrid_run_phase_write_seconds_bucket{phase="Admitted",le="0.1"} 100
+taugrid_run_phase_write_seconds_bucket{phase="Admitted",le="1"} 100
+taugrid_run_phase_write_seconds_bucket{phase="Admitted",le="10"} 100
+taugrid_run_phase_write_seconds_bucket{phase="Admitted",le="+Inf"} 100
+taugrid_run_phase_write_seconds_sum{phase="Admitted"} 5
+taugrid_run_phase_write_seconds_count{phase="Admitted"} 100
+`)
+	cur := read(`taugrid_run_phase_write_seconds_bucket{phase="Admitted",le="0.1"} 100
+taugrid_run_phase_write_seconds_bucket{phase="Admitted",le="1"} 190
+taugrid_run_phase_write_seconds_bucket{phase="Admitted",le="10"} 200
+taugrid_run_phase_write_seconds_bucket{phase="Admitted",le="+Inf"} 200
+taugrid_run_phase_write_seconds_sum{phase="Admitted"} 60
+taugrid_run_phase_write_seconds_count{phase="Admitted"} 200
+taugrid_run_phase_write_seconds_bucket{phase="Running",le="0.1"} 0
+taugrid_run_phase_write_seconds_bucket{phase="Running",le="1"} 0
+taugrid_run_phase_write_seconds_bucket{phase="Running",le="10"} 0
+taugrid_run_phase_write_seconds_bucket{phase="Running",le="+Inf"} 3
+taugrid_run_phase_write_seconds_sum{phase="Running"} 90
+taugrid_run_phase_write_seconds_count{phase="Running"} 3
+`)
+	// Admitted: 100 new, 90 of them 0.1-1 s, 10 of them 1-10 s; Running:
+	// 3, all past the last bound.
+	if got, want := phaseWritesSince(prev, cur), "Admitted 600 ms / 9.1 s (100), Running 10.0 s / 10.0 s (3)"; got != want {
+		t.Errorf("phaseWritesSince = %q, want %q", got, want)
+	}
+	if got := phaseWritesSince(cur, cur); got != "none" {
+		t.Errorf("nothing new: %q, want none", got)
 	}
 }

@@ -194,7 +194,13 @@ func (r *RunReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 	}
 	defer release()
 	if r.CacheLagsWrite(run) {
-		return reconcile.Result{RequeueAfter: shared.CacheLag}, nil
+		// The cache has not shown this process's last write yet: go on
+		// from the copy that write stored, if it is held.
+		stored, ok := shared.WrittenOf(&r.Written).Stored(req.NamespacedName, r.Clock.Now())
+		if !ok {
+			return reconcile.Result{RequeueAfter: shared.CacheLag}, nil
+		}
+		run = stored
 	}
 	waited = false
 	resume := resumeRequested(run)

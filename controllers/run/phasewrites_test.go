@@ -1,18 +1,15 @@
 package run
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	taugridv1 "github.com/taugrid/taugrid/api/v1alpha1"
-	"github.com/taugrid/taugrid/render"
 	"github.com/taugrid/taugrid/test/builders"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // phaseWrites is what the histogram holds for phase: its count and sum.
@@ -104,52 +101,5 @@ func TestTheNewsOfARunWaitsForTheReconcileThatActsOnIt(t *testing.T) {
 	b.forget(key)
 	if len(b.pending) != 0 {
 		t.Error("news of a run gone from the cluster kept")
-	}
-}
-
-// lagging is a cache that still shows old for its TauRun.
-type lagging struct {
-	client.Client
-	old *taugridv1.TauRun
-}
-
-func (l lagging) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	if run, ok := obj.(*taugridv1.TauRun); ok && key == client.ObjectKeyFromObject(l.old) {
-		l.old.DeepCopyInto(run)
-		return nil
-	}
-	return l.Client.Get(ctx, key, obj, opts...)
-}
-
-// A run whose pod runs just after its Admitted write says Running at the
-// next look, from the copy that write stored, while the cache still shows
-// the copy the write replaced: it does not wait for the write's watch
-// event. The patch carries the stored copy's resourceVersion: one
-// computed from the replaced copy would be refused (409, the client
-// checks it as the API server does) and the run would stay Admitted.
-func TestAPhaseFollowsTheLastWriteWithoutWaitingForTheCache(t *testing.T) {
-	w := newRunWorld(t, nil, submitted(taugridv1.PhaseQueued), job(builders.MakeJob("r1-1", ns).Unsuspended()), workloadOf(true))
-	before := w.run(t, "r1")
-	if _, err := w.reconcile(t, "r1"); err != nil {
-		t.Fatal(err)
-	}
-	if got := w.run(t, "r1"); got.Status.Phase != taugridv1.PhaseAdmitted {
-		t.Fatalf("phase %q, want Admitted", got.Status.Phase)
-	}
-	pod := runningPod("r1-1-0", "")
-	pod.Namespace = ns
-	pod.Labels = map[string]string{render.LabelRun: "r1", render.LabelAttempt: "1"}
-	if err := w.c.Create(context.Background(), &pod); err != nil {
-		t.Fatal(err)
-	}
-
-	w.r.Client = lagging{Client: w.c, old: before}
-	res, err := w.reconcile(t, "r1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := w.run(t, "r1")
-	if got.Status.Phase != taugridv1.PhaseRunning {
-		t.Fatalf("phase %q (%s) after a look through a lagging cache (requeued after %s), want Running", got.Status.Phase, got.Status.Message, res.RequeueAfter)
 	}
 }

@@ -194,13 +194,7 @@ func (r *RunReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 	}
 	defer release()
 	if r.CacheLagsWrite(run) {
-		// The cache has not shown this process's last write yet: go on
-		// from the copy that write stored, if it is held.
-		stored, ok := shared.WrittenOf(&r.Written).Stored(req.NamespacedName, r.Clock.Now())
-		if !ok {
-			return reconcile.Result{RequeueAfter: shared.CacheLag}, nil
-		}
-		run = stored
+		return reconcile.Result{RequeueAfter: shared.CacheLag}, nil
 	}
 	waited = false
 	resume := resumeRequested(run)

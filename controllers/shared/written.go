@@ -59,7 +59,6 @@ type written struct {
 	replaced []string // resourceVersions replaced, oldest first
 	latest   string   // the resourceVersion the last write stored
 	at       time.Time
-	stored   *taugridv1.TauRun // the run as the last write stored it (the API server's answer), without managed fields
 }
 
 var writtenInit sync.Mutex
@@ -100,11 +99,6 @@ func (w *Written) Note(run client.Object, replaced string, now time.Time) {
 		last.replaced = slices.Delete(last.replaced, 0, n-maxReplaced)
 	}
 	last.latest, last.at = run.GetResourceVersion(), now
-	last.stored = nil
-	if tr, ok := run.(*taugridv1.TauRun); ok {
-		last.stored = tr.DeepCopy()
-		last.stored.ManagedFields = nil
-	}
 	// Runs whose writes no reconcile looks at again (ended, sealed) are
 	// swept now and then.
 	if w.notes++; w.notes%1024 == 0 {
@@ -143,26 +137,6 @@ func (w *Written) lags(run client.Object, now time.Time, forget bool) bool {
 		return false
 	}
 	return slices.Contains(last.replaced, run.GetResourceVersion())
-}
-
-// Stored is the run as the last write of this process stored it, the API
-// server's answer to that write, while the cache has not shown it yet
-// (Lags) and writtenTTL has not passed: a reconcile that finds its cached
-// copy lagging goes on from this one, as current as a read from the API
-// server, instead of waiting for the write's watch event. hack/scale,
-// 1,000 runs: that wait, each run's previous write travelling back through
-// the API server's watch (p99 1.5 s there), was much of how long after
-// its pod ran or Kueue admitted it a run said so. A patch computed from
-// it carries its resourceVersion, so a write of another process since is
-// refused, not overwritten. The caller owns the copy.
-func (w *Written) Stored(run types.NamespacedName, now time.Time) (*taugridv1.TauRun, bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	last, ok := w.runs[run]
-	if !ok || last.stored == nil || now.Sub(last.at) >= writtenTTL || last.stored.ResourceVersion != last.latest {
-		return nil, false
-	}
-	return last.stored.DeepCopy(), true
 }
 
 // Forget drops what is recorded of a run (gone from the cluster).

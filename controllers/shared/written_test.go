@@ -186,37 +186,3 @@ func TestAWritersOwnCopyKeepsTheRecord(t *testing.T) {
 		t.Error("the copy before both writes is taken for current after the writer guarded its second write")
 	}
 }
-
-// TestTheStoredCopyServesWhileTheCacheLags: the run as the last write
-// stored it is handed out (a copy, without managed fields) while the
-// cache shows an older one; a later write by a writer that kept no copy,
-// or writtenTTL passing, ends that.
-func TestTheStoredCopyServesWhileTheCacheLags(t *testing.T) {
-	now := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
-	var w Written
-	key := client.ObjectKeyFromObject(runAt("r", ""))
-	stored := runAt("r", "11")
-	stored.Status.Phase = taugridv1.PhaseAdmitted
-	stored.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "tau-controller"}}
-	w.Note(stored, "10", now)
-	stored.Status.Phase = taugridv1.PhaseFailed // the writer's copy changes after: the record does not
-
-	got, ok := w.Stored(key, now)
-	if !ok || got.ResourceVersion != "11" || got.Status.Phase != taugridv1.PhaseAdmitted || got.ManagedFields != nil {
-		t.Fatalf("Stored = %v (%v), want the copy at 11, Admitted, without managed fields", got, ok)
-	}
-	got.Status.Phase = taugridv1.PhaseRunning // the caller's own
-	if again, _ := w.Stored(key, now); again.Status.Phase != taugridv1.PhaseAdmitted {
-		t.Error("a caller's change reached the stored copy")
-	}
-	if _, ok := w.Stored(key, now.Add(writtenTTL)); ok {
-		t.Error("a copy older than writtenTTL is handed out")
-	}
-	w.Note(&taugridv1.TauRun{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "r", ResourceVersion: "12"}}, "11", now)
-	if got, ok := w.Stored(key, now); !ok || got.ResourceVersion != "12" {
-		t.Errorf("after another write, Stored = %v (%v), want that write's copy", got, ok)
-	}
-	if _, ok := w.Stored(client.ObjectKeyFromObject(runAt("other", "")), now); ok {
-		t.Error("a copy is handed out for a run no write stored")
-	}
-}

@@ -101,7 +101,7 @@ func (r *ForgeReconciler) Reconcile(ctx context.Context, req reconcile.Request) 
 		// A copy this process's status write replaced: settling or posting
 		// from it would read the forge, or be refused (409) at the record
 		// of a post in flight.
-		return reconcile.Result{RequeueAfter: shared.CacheLag}, nil
+		return reconcile.Result{RequeueAfter: shared.WokenByTheWrite}, nil // or sooner: the write's watch event
 	}
 	if last := cached.Status.Forge; last != nil && last.InFlight && r.APIReader != nil {
 		// Mostly the cache's lag, not a post whose outcome is unknown: the

@@ -113,8 +113,8 @@ func TestAStaleCopyOfTheRunPostsNothing(t *testing.T) {
 	}
 	stale = before
 	got, err := r.Reconcile(context.Background(), runR)
-	if err != nil || got != (reconcile.Result{RequeueAfter: shared.CacheLag}) {
-		t.Errorf("from the copy its own write replaced: %+v, %v; want a look again after %s", got, err, shared.CacheLag)
+	if err != nil || got != (reconcile.Result{RequeueAfter: shared.WokenByTheWrite}) {
+		t.Errorf("from the copy its own write replaced: %+v, %v; want to wait for the write's watch event, looking again by itself only after %s", got, err, shared.WokenByTheWrite)
 	}
 	restarted := &ForgeReconciler{Client: w.c, Clock: w.clock, Recorder: w.events, Posters: w.posters}
 	got, err = restarted.Reconcile(context.Background(), runR)

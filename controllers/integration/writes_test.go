@@ -50,7 +50,8 @@ func TestAReconcileOnACopyOlderThanItsOwnWriteWaitsAndWritesNothing(t *testing.T
 // TestNoControllerPatchesFromACopyAnotherControllersWriteReplaced: the
 // run reconciler and the forge reconciler share the process's record of
 // its status writes. Each, served by a lagging cache the copy that the
-// other's write replaced, looks again shortly and sends no patch (before:
+// other's write replaced, waits (the run reconciler looks again shortly,
+// the forge's is woken by the write's watch event) and sends no patch (before:
 // one the API server refused, 409, and for the forge no post either) and
 // no forge call; once the cache shows the write, each goes on.
 func TestNoControllerPatchesFromACopyAnotherControllersWriteReplaced(t *testing.T) {
@@ -66,8 +67,8 @@ func TestNoControllerPatchesFromACopyAnotherControllersWriteReplaced(t *testing.
 	lag := &laggingClient{Client: k8s, key: req.NamespacedName, stale: created, lagging: true}
 	f.r.Client = lag
 	res, err := f.r.Reconcile(context.Background(), req)
-	if err != nil || res.RequeueAfter != shared.CacheLag {
-		t.Errorf("forge, on the copy the run reconciler's write replaced: result %+v, %v; want a look again after %s", res, err, shared.CacheLag)
+	if err != nil || res.RequeueAfter != shared.WokenByTheWrite {
+		t.Errorf("forge, on the copy the run reconciler's write replaced: result %+v, %v; want to wait for the write's watch event (by itself after %s)", res, err, shared.WokenByTheWrite)
 	}
 	if n, calls := lag.patches.Load(), len(f.srv.Calls()); n != 0 || calls != 0 {
 		t.Errorf("forge, on the copy the run reconciler's write replaced: %d status patches and %d forge calls, want none", n, calls)

@@ -95,7 +95,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if shared.WrittenOf(&r.Written).Lags(cached, r.Clock.Now()) {
 		// A copy this process's status write replaced: the record of a
 		// send would be refused (409).
-		return reconcile.Result{RequeueAfter: shared.CacheLag}, nil
+		return reconcile.Result{RequeueAfter: shared.WokenByTheWrite}, nil // or sooner: the write's watch event
 	}
 	run, repo := cached.DeepCopy(), sharedRepo.DeepCopy()
 	now := r.Clock.Now()

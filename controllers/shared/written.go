@@ -19,6 +19,16 @@ import (
 // tens of milliseconds.
 const CacheLag = 50 * time.Millisecond
 
+// WokenByTheWrite is how soon a controller that every change of a run
+// wakes (the forge's, the notifications': For(&TauRun{}) with no
+// predicate), finding its cached copy lagging a status write of this
+// process, looks at the run again by itself: the write's own watch event
+// wakes it as soon as the cache shows the write, so this is only for an
+// event that never comes. Looking again every CacheLag instead, each of
+// them reconciled a run 10-30 times for nothing while the API server's
+// watch took 0.5-1.7 s to bring a write back (hack/scale, 1,000 runs).
+const WokenByTheWrite = 5 * time.Second
+
 // writtenTTL ends the wait for writes whose copy the cache never shows.
 const writtenTTL = 30 * time.Second
 

@@ -105,6 +105,14 @@ func (w *Written) Note(run client.Object, replaced string, now time.Time) {
 		w.runs[key] = last
 	}
 	last.replaced = append(last.replaced, replaced)
+	// The write replaced what the API server held just before it too: the
+	// copy this process's previous write stored, when it came from an
+	// older copy than that (the forge's unlocked patch, computed from its
+	// own copy). Left out, a reconcile whose cache showed the previous
+	// write took it for current, and its locked patch was refused (409).
+	if prev := last.latest; prev != "" && prev != replaced && prev != run.GetResourceVersion() && !slices.Contains(last.replaced, prev) {
+		last.replaced = append(last.replaced, prev)
+	}
 	if n := len(last.replaced); n > maxReplaced {
 		last.replaced = slices.Delete(last.replaced, 0, n-maxReplaced)
 	}

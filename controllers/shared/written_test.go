@@ -186,3 +186,22 @@ func TestAWritersOwnCopyKeepsTheRecord(t *testing.T) {
 		t.Error("the copy before both writes is taken for current after the writer guarded its second write")
 	}
 }
+
+// TestAWriteFromAnOlderCopyAlsoReplacesThePreviousWrite: the forge's
+// unlocked patch, computed from its copy at 10 after the run reconciler's
+// write stored 11, replaces 11 as well: a copy at 11 lags once the forge's
+// write (12) is recorded, so no locked patch is computed from it.
+func TestAWriteFromAnOlderCopyAlsoReplacesThePreviousWrite(t *testing.T) {
+	now := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	var w Written
+	w.Note(runAt("r", "11"), "10", now) // the run reconciler, from 10
+	w.Note(runAt("r", "12"), "10", now) // the forge, unlocked, from its copy at 10
+	for _, rv := range []string{"10", "11"} {
+		if !w.Lags(runAt("r", rv), now) {
+			t.Errorf("the copy at %s, which the writes replaced, is taken for current", rv)
+		}
+	}
+	if w.Lags(runAt("r", "12"), now) {
+		t.Error("the copy the last write stored is taken for one that lags")
+	}
+}

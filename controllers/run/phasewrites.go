@@ -94,10 +94,23 @@ func (b *wakeBook) forget(run types.NamespacedName) {
 	delete(b.taken, run)
 }
 
+var wakesInit sync.Mutex
+
+// wakesOf is the reconciler's wake book, made on first use (a reconciler
+// built as a struct literal, as tests build them, needs no constructor).
+func (r *RunReconciler) wakesOf() *wakeBook {
+	wakesInit.Lock()
+	defer wakesInit.Unlock()
+	if r.wakes == nil {
+		r.wakes = &wakeBook{}
+	}
+	return r.wakes
+}
+
 // notePhaseWrite records a stored status write of run that moved its
 // phase from was: how long after the news that woke it.
 func (r *RunReconciler) notePhaseWrite(key types.NamespacedName, was, now taugridv1.RunPhase) {
-	at, ok := r.wakes.written(key)
+	at, ok := r.wakesOf().written(key)
 	if !ok || was == now || r.PhaseWrites == nil {
 		return
 	}

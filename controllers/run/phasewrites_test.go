@@ -37,7 +37,7 @@ func TestAPhaseWriteIsTimedFromTheNewsThatWokeTheRun(t *testing.T) {
 	w := newRunWorld(t, nil, submitted(taugridv1.PhaseQueued), job(builders.MakeJob("r1-1", ns).Unsuspended()), workloadOf(true))
 	clock := w.r.Clock.(*clocktesting.FakeClock)
 	w.r.PhaseWrites = h
-	w.r.wakes.woke(key, clock.Now())
+	w.r.wakesOf().woke(key, clock.Now())
 	clock.Step(300 * time.Millisecond)
 	if _, err := w.reconcile(t, "r1"); err != nil {
 		t.Fatal(err)
@@ -52,11 +52,11 @@ func TestAPhaseWriteIsTimedFromTheNewsThatWokeTheRun(t *testing.T) {
 	// News that changed nothing the run says (the same Workload again):
 	// the reconcile writes no phase and the news is spent, so a later
 	// phase written with no news of its own is not timed from it.
-	w.r.wakes.woke(key, clock.Now())
+	w.r.wakesOf().woke(key, clock.Now())
 	if _, err := w.reconcile(t, "r1"); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := w.r.wakes.pending[key]; ok {
+	if _, ok := w.r.wakesOf().pending[key]; ok {
 		t.Error("a reconcile that looked and wrote no phase kept the news")
 	}
 	if n, _ := phaseWrites(t, h, taugridv1.PhaseAdmitted); n != 1 {

@@ -122,7 +122,7 @@ type RunReconciler struct {
 	// a run its new phase was stored (MetricPhaseWrite).
 	PhaseWrites *prometheus.HistogramVec
 
-	wakes     wakeBook                               // see MetricPhaseWrite
+	wakes     *wakeBook                              // see MetricPhaseWrite; wakesOf
 	submitted *shared.Memo[types.UID, submission]    // see cacheLagsSubmission
 	held      *shared.Memo[holdKey, struct{}]        // see holdOnWorker
 	planned   *shared.Memo[types.UID, plannedLimits] // see limits
@@ -170,7 +170,7 @@ func (r *RunReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 	run := &taugridv1.TauRun{}
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.wakes.forget(req.NamespacedName)
+			r.wakesOf().forget(req.NamespacedName)
 			shared.WrittenOf(&r.Written).Forget(req.NamespacedName)
 			shared.MemoOf(&r.statusWrites).Forget(req.NamespacedName)
 			shared.MemoOf(&r.usageReads).Forget(req.NamespacedName)
@@ -183,9 +183,9 @@ func (r *RunReconciler) reconcile(ctx context.Context, req reconcile.Request) (r
 	}
 	// The news that woke the run, if any, is this reconcile's to act on;
 	// one that only waits gives it back (MetricPhaseWrite).
-	r.wakes.take(req.NamespacedName)
+	r.wakesOf().take(req.NamespacedName)
 	waited := true
-	defer func() { r.wakes.done(req.NamespacedName, waited) }()
+	defer func() { r.wakesOf().done(req.NamespacedName, waited) }()
 	// Held from this read to the status patch (shared.Written): no other
 	// controller of this process writes the run in between.
 	release, ok := shared.WrittenOf(&r.Written).TryHold(req.NamespacedName)
@@ -270,7 +270,7 @@ func (r *RunReconciler) finish(ctx context.Context, base, run *taugridv1.TauRun,
 	}
 	perr := r.PatchStatus(ctx, base, run)
 	if apierrors.IsConflict(perr) {
-		r.wakes.done(client.ObjectKeyFromObject(run), true) // looked at again at once, from the same news
+		r.wakesOf().done(client.ObjectKeyFromObject(run), true) // looked at again at once, from the same news
 		return reconcile.Result{RequeueAfter: 50 * time.Millisecond}, nil
 	}
 	if perr == nil && submitted != nil {
@@ -1232,7 +1232,7 @@ func (r *RunReconciler) setCondition(run *taugridv1.TauRun, t string, s metav1.C
 func (r *RunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// What the cluster shows of a run wakes it ahead of new runs
 	// (PriorityObserved).
-	woke := func(run types.NamespacedName) { r.wakes.woke(run, r.Clock.Now()) }
+	woke := func(run types.NamespacedName) { r.wakesOf().woke(run, r.Clock.Now()) }
 	ownedByRun := observed(handler.EnqueueRequestForOwner(mgr.GetScheme(), mgr.GetRESTMapper(), &taugridv1.TauRun{}, handler.OnlyControllerOwner()), woke)
 	return ctrl.NewControllerManagedBy(mgr).
 		// A new run waits its turn at priority 0; a change to a run

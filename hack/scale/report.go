@@ -86,10 +86,7 @@ func (h *harness) sample() (counters, error) {
 	c.runQueued = histWith(mfs["workqueue_queue_duration_seconds"], "name", runController)
 	c.runTook = histWith(mfs["controller_runtime_reconcile_time_seconds"], "controller", runController)
 	c.queued = byLabel(mfs["workqueue_depth"], "name")
-	c.phaseWrites = map[string]*dto.Histogram{}
-	for _, m := range mfs[runctrl.MetricPhaseWrite].GetMetric() {
-		c.phaseWrites[labelsOf(m)["phase"]] = m.GetHistogram()
-	}
+	c.phaseWrites = phaseWritesOf(mfs)
 	c.reconciles = byLabel(mfs["controller_runtime_reconcile_total"], "controller")
 	for _, m := range mfs["go_memstats_heap_inuse_bytes"].GetMetric() {
 		c.heapMiB = m.GetGauge().GetValue() / (1 << 20)
@@ -161,6 +158,15 @@ func (h histSum) mean(a histSum) string {
 		return "-"
 	}
 	return fmtDur(time.Duration((h.secs - a.secs) / (h.n - a.n) * float64(time.Second)))
+}
+
+// phaseWritesOf is runctrl.MetricPhaseWrite's histogram by phase.
+func phaseWritesOf(mfs map[string]*dto.MetricFamily) map[string]*dto.Histogram {
+	by := map[string]*dto.Histogram{}
+	for _, m := range mfs[runctrl.MetricPhaseWrite].GetMetric() {
+		by[labelsOf(m)["phase"]] = m.GetHistogram()
+	}
+	return by
 }
 
 // phaseWritesSince is, for each phase written since prev, the p50 and p99

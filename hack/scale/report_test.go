@@ -3,8 +3,6 @@ package main
 import (
 	"strings"
 	"testing"
-
-	dto "github.com/prometheus/client_model/go"
 )
 
 func TestTheRunControllersQueueIsReadApartFromTheOthers(t *testing.T) {
@@ -92,11 +90,7 @@ func TestPhaseWritePercentilesAreTheWindows(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := counters{phaseWrites: map[string]*dto.Histogram{}}
-		for _, m := range mfs["taugrid_run_phase_write_seconds"].GetMetric() {
-			c.phaseWrites[labelsOf(m)["phase"]] = m.GetHistogram()
-		}
-		return c
+		return counters{phaseWrites: phaseWritesOf(mfs)}
 	}
 	prev := read(`taugrid_run_phase_write_seconds_bucket{phase="Admitted",le="0.1"} 100
 taugrid_run_phase_write_seconds_bucket{phase="Admitted",le="1"} 100
